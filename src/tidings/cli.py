@@ -1,0 +1,170 @@
+"""The ``tidings`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tidings.settings import Settings
+
+app = typer.Typer(help="tidings: durable multi-channel notifications.", no_args_is_help=True)
+console = Console()
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="TOML configuration file.", exists=True)
+]
+HostOption = Annotated[
+    str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")
+]
+PortOption = Annotated[int | None, typer.Option(help="Port to listen on [default: 8000].")]
+UrlOption = Annotated[
+    str, typer.Option(envvar="TIDINGS_URL", help="Base URL of a running tidings API.")
+]
+
+
+def _settings(config: Path | None, **overrides: Any) -> Settings:
+    return Settings.load(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("TIDINGS_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool) -> None:
+    from tidings.runner import run
+
+    _logging()
+    asyncio.run(run(settings, api=api, dispatch=dispatch, migrate=migrate))
+
+
+@app.command()
+def serve(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
+    """Run everything in one process: migrate, the API and the dispatcher (embedded mode)."""
+    _run(_settings(config, host=host, port=port), api=True, dispatch=True, migrate=True)
+
+
+@app.command()
+def api(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
+    """Run only the HTTP API (server mode; run `tidings migrate` first)."""
+    _run(_settings(config, host=host, port=port), api=True, dispatch=False, migrate=False)
+
+
+@app.command()
+def dispatch(config: ConfigOption = None) -> None:
+    """Run only a dispatcher; any number may share one PostgreSQL database."""
+    _run(_settings(config), api=False, dispatch=True, migrate=False)
+
+
+@app.command()
+def migrate(config: ConfigOption = None) -> None:
+    """Create or upgrade the database schema to the latest migration."""
+    from tidings.store.engine import connect
+    from tidings.store.migrate import current_revision, upgrade
+
+    async def _migrate() -> str | None:
+        db = connect(_settings(config).database_url)
+        try:
+            await upgrade(db)
+            return await current_revision(db)
+        finally:
+            await db.dispose()
+
+    console.print(f"schema at revision {asyncio.run(_migrate())}")
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(1)
+
+
+def _request(method: str, url: str, **kwargs: Any) -> httpx.Response:
+    try:
+        return httpx.request(method, url, timeout=30, **kwargs)
+    except httpx.HTTPError as error:
+        _fail(f"cannot reach {url}: {error}")
+        raise  # unreachable; keeps type checkers content
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{response.status_code} {error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"{response.status_code}: {response.text[:500]}"
+
+
+@app.command()
+def send(
+    type_: Annotated[str, typer.Option("--type", help="Notification type name.")],
+    user: Annotated[str | None, typer.Option(help="User id.")] = None,
+    data: Annotated[str, typer.Option(help="Template data as a JSON object.")] = "{}",
+    email: Annotated[str | None, typer.Option(help="Send to this email address.")] = None,
+    phone: Annotated[str | None, typer.Option(help="Send to this phone (E.164).")] = None,
+    channel: Annotated[list[str] | None, typer.Option(help="Only these channels.")] = None,
+    priority: Annotated[str | None, typer.Option(help="high, normal or low.")] = None,
+    key: Annotated[str | None, typer.Option(help="Idempotency key [default: random].")] = None,
+    url: UrlOption = "http://127.0.0.1:8000",
+) -> None:
+    """Send one notification through a running API and print its id."""
+    try:
+        payload: dict[str, Any] = {"type": type_, "data": json.loads(data)}
+    except json.JSONDecodeError as error:
+        _fail(f"--data is not valid JSON: {error}")
+        return
+    to = {k: v for k, v in (("email", email), ("phone", phone)) if v}
+    optional = {"userId": user, "to": to or None, "channels": channel, "priority": priority}
+    payload.update({k: v for k, v in optional.items() if v})
+    headers = {"Idempotency-Key": key or str(uuid.uuid4())}
+    response = _request("POST", f"{url}/v1/notifications", json=payload, headers=headers)
+    if response.status_code != 202:
+        _fail(_error_text(response))
+    print(response.json()["id"])
+
+
+@app.command()
+def status(
+    notification_id: Annotated[str, typer.Argument(help="The notification id.")],
+    url: UrlOption = "http://127.0.0.1:8000",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON.")] = False,
+) -> None:
+    """Show a notification's deliveries: status, attempts, errors, history."""
+    response = _request("GET", f"{url}/v1/notifications/{notification_id}")
+    if response.status_code != 200:
+        _fail(_error_text(response))
+    body = response.json()
+    if as_json:
+        print(json.dumps(body, indent=2))
+        return
+    console.print(f"notification {body['id']} type={body['type']} priority={body['priority']}")
+    table = Table("channel", "address", "status", "attempts", "last error", "provider")
+    for d in body["deliveries"]:
+        table.add_row(
+            d["channel"],
+            d["address"],
+            d["status"],
+            str(d["attempts"]),
+            d.get("lastError") or d.get("skipReason") or "",
+            d.get("provider") or "",
+        )
+    console.print(table)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

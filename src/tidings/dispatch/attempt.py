@@ -1,0 +1,163 @@
+"""One attempt at one claimed delivery: call its provider, turn what happened into an Outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import datetime, timedelta
+
+from tidings.dispatch.types import TypeRules
+from tidings.priorities import Channel, Priority
+from tidings.providers.base import Message, Provider, ProviderError
+from tidings.states import FailureKind, Status
+from tidings.store.claims import ClaimedDelivery, Outcome
+
+MAX_ERROR_LENGTH = 1000
+
+
+def message_for(claimed: ClaimedDelivery) -> Message:
+    return Message(
+        delivery_id=claimed.id,
+        notification_id=claimed.notification_id,
+        channel=Channel(claimed.channel),
+        address=claimed.address,
+        type=claimed.type,
+        priority=Priority(claimed.priority),
+        data=claimed.data,
+        locale=claimed.locale,
+        user_id=claimed.user_id,
+        attempt=claimed.attempts,
+    )
+
+
+def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
+    """An outcome without calling the provider, when the delivery must not be sent."""
+    if claimed.attempts > rules.retry.max_attempts:
+        # Only a crash or lost lease gets here: the attempts were used by dead workers.
+        return failed(
+            claimed,
+            FailureKind.EXHAUSTED,
+            f"no attempts left after {claimed.attempts - 1} (lost leases)",
+        )
+    if rules.ttl_seconds is not None and now > claimed.created_at + timedelta(
+        seconds=rules.ttl_seconds
+    ):
+        return Outcome(
+            claimed.id,
+            claimed.attempts,
+            Status.EXPIRED,
+            claimed.attempts,
+            event="expired",
+            event_detail={"ttl": rules.ttl_seconds},
+        )
+    return None
+
+
+async def attempt(
+    claimed: ClaimedDelivery,
+    provider: Provider,
+    rules: TypeRules,
+    send_timeout: float,
+    rng: random.Random,
+    now: datetime,
+) -> Outcome:
+    try:
+        async with asyncio.timeout(send_timeout):
+            result = await provider.send(message_for(claimed))
+    except ProviderError as error:
+        return after_failure(
+            claimed, rules, error.kind, str(error), rng, now, error.retry_after, provider.name
+        )
+    except TimeoutError:
+        return after_failure(
+            claimed,
+            rules,
+            FailureKind.TRANSIENT,
+            f"provider did not answer within {send_timeout:g}s",
+            rng,
+            now,
+            None,
+            provider.name,
+        )
+    except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
+        return after_failure(
+            claimed,
+            rules,
+            FailureKind.TRANSIENT,
+            f"provider error {type(error).__name__}: {error}",
+            rng,
+            now,
+            None,
+            provider.name,
+        )
+    return Outcome(
+        claimed.id,
+        claimed.attempts,
+        Status.SENT,
+        claimed.attempts,
+        provider=result.provider,
+        provider_msg_id=result.provider_msg_id,
+        sent_at=now,
+    )
+
+
+def after_failure(
+    claimed: ClaimedDelivery,
+    rules: TypeRules,
+    kind: FailureKind,
+    error: str,
+    rng: random.Random,
+    now: datetime,
+    retry_after: float | None,
+    provider: str | None,
+) -> Outcome:
+    error = error[:MAX_ERROR_LENGTH]
+    decision = rules.retry.decide(claimed.attempts, kind, now, rng, retry_after)
+    detail = {"attempt": claimed.attempts, "error": error, "kind": kind.value, "provider": provider}
+    if decision.retry_at is not None:
+        return Outcome(
+            claimed.id,
+            claimed.attempts,
+            Status.PENDING,
+            claimed.attempts,
+            next_attempt_at=decision.retry_at,
+            last_error=error,
+            provider=provider,
+            event="retry_scheduled",
+            event_detail=detail | {"retryAt": decision.retry_at.isoformat()},
+        )
+    assert decision.failure_kind is not None
+    return failed(claimed, decision.failure_kind, error, provider, detail)
+
+
+def failed(
+    claimed: ClaimedDelivery,
+    kind: FailureKind,
+    error: str,
+    provider: str | None = None,
+    detail: dict[str, object] | None = None,
+) -> Outcome:
+    return Outcome(
+        claimed.id,
+        claimed.attempts,
+        Status.FAILED,
+        claimed.attempts,
+        last_error=error,
+        failure_kind=kind.value,
+        provider=provider,
+        event="failed",
+        event_detail=(detail or {}) | {"failureKind": kind.value},
+    )
+
+
+def released(claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:
+    """Give the delivery back without counting the attempt (shutdown, deferral)."""
+    return Outcome(
+        claimed.id,
+        claimed.attempts,
+        Status.PENDING,
+        claimed.attempts - 1,
+        next_attempt_at=now,
+        event="released",
+        event_detail={"reason": reason},
+    )

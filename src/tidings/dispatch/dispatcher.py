@@ -1,0 +1,81 @@
+"""The dispatcher (direct mode): one lane per priority, the outcome writer and the reaper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+
+from tidings.clock import utcnow
+from tidings.dispatch.lane import Lane, LaneContext
+from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.types import TypeCache
+from tidings.dispatch.wakeup import listen_postgres
+from tidings.priorities import Channel, Priority
+from tidings.providers.base import Provider
+from tidings.service import Service
+from tidings.store.claims import reap_expired_leases
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        service: Service,
+        providers: dict[Channel, Provider],
+        rng: random.Random | None = None,
+    ) -> None:
+        settings = service.settings
+        self.service = service
+        self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
+        retry = RetryPolicy(**settings.retry.model_dump())
+        context = LaneContext(
+            db=service.db,
+            providers=providers,
+            writer=self.writer,
+            types=TypeCache(service.db, retry),
+            wakeup=service.wakeup,
+            lease_seconds=settings.lease_seconds,
+            provider_timeout=settings.provider_timeout,
+            rng=rng or random.Random(),
+        )
+        self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Dispatch until ``stop`` is set; then finish or release what is in flight."""
+        settings = self.service.settings
+        writer_stop = asyncio.Event()
+        writer = asyncio.create_task(self.writer.run(writer_stop))
+        helpers = [asyncio.create_task(self._reap(stop))]
+        if self.service.db.is_postgres:
+            helpers.append(
+                asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
+            )
+        try:
+            await asyncio.gather(*(lane.run(stop) for lane in self.lanes))
+        finally:
+            await asyncio.gather(*(lane.drain(settings.shutdown_grace) for lane in self.lanes))
+            writer_stop.set()
+            await writer
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _reap(self, stop: asyncio.Event) -> None:
+        interval = self.service.settings.reaper_interval
+        while not stop.is_set():
+            try:
+                reaped = await reap_expired_leases(self.service.db, utcnow())
+            except Exception:
+                log.exception("reaper failed; trying again")
+                reaped = 0
+            if reaped:
+                log.warning("returned %d deliveries with expired leases to PENDING", reaped)
+                for priority in Priority:
+                    self.service.wakeup.notify(priority)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await stop.wait()

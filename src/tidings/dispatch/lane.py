@@ -1,0 +1,124 @@
+"""A lane: the claim loop and the sends of one priority, with its own concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from tidings.clock import utcnow
+from tidings.dispatch.attempt import attempt, precheck, released
+from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.types import TypeCache
+from tidings.dispatch.wakeup import Wakeup
+from tidings.priorities import Channel, Priority
+from tidings.providers.base import Provider
+from tidings.settings import LaneSettings
+from tidings.store.claims import ClaimedDelivery, claim_due
+from tidings.store.engine import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaneContext:
+    """What every lane of one dispatcher shares."""
+
+    db: Database
+    providers: dict[Channel, Provider]
+    writer: OutcomeWriter
+    types: TypeCache
+    wakeup: Wakeup
+    lease_seconds: float
+    provider_timeout: float
+    rng: random.Random
+
+
+class Lane:
+    def __init__(self, priority: Priority, settings: LaneSettings, context: LaneContext) -> None:
+        self.priority = priority
+        self.settings = settings
+        self.context = context
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slot_freed = asyncio.Event()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``)."""
+        while not stop.is_set():
+            free = self.settings.concurrency - self.in_flight
+            if free <= 0:
+                await _first_of(self._slot_freed.wait(), stop.wait())
+                self._slot_freed.clear()
+                continue
+            claimed = await self._claim(min(free, self.settings.claim_batch))
+            for delivery in claimed:
+                self._start(delivery)
+            if len(claimed) < min(free, self.settings.claim_batch):
+                # Nothing more is due: sleep until woken, or until the next poll.
+                await _first_of(
+                    self.context.wakeup.wait(self.priority, self.settings.poll_interval),
+                    stop.wait(),
+                )
+
+    async def _claim(self, limit: int) -> list[ClaimedDelivery]:
+        now = utcnow()
+        lease_until = now + timedelta(seconds=self.context.lease_seconds)
+        try:
+            await self.context.types.refresh_if_stale()
+            return await claim_due(self.context.db, self.priority, limit, now, lease_until)
+        except Exception:
+            log.exception(
+                "%s lane: claim failed; retrying after the poll interval", self.priority.value
+            )
+            await asyncio.sleep(self.settings.poll_interval)
+            return []
+
+    def _start(self, delivery: ClaimedDelivery) -> None:
+        task = asyncio.create_task(self._send(delivery))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slot_freed.set()
+
+    async def _send(self, delivery: ClaimedDelivery) -> None:
+        context = self.context
+        rules = context.types.rules(delivery.type)
+        try:
+            outcome = precheck(delivery, rules, utcnow())
+            if outcome is None:
+                provider = context.providers[Channel(delivery.channel)]
+                outcome = await attempt(
+                    delivery, provider, rules, context.provider_timeout, context.rng, utcnow()
+                )
+        except asyncio.CancelledError:
+            # Shut down mid-send: give the delivery back without counting the attempt.
+            context.writer.put(released(delivery, utcnow(), "shutdown"))
+            raise
+        context.writer.put(outcome)
+
+    async def drain(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for in-flight sends, then cancel (release) the rest."""
+        if not self._tasks:
+            return
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+
+async def _first_of(*waits: object) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]  # type: ignore[call-overload]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

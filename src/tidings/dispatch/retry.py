@@ -1,0 +1,57 @@
+"""The retry policy: exponential backoff with full jitter, a cap and a maximum of attempts."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tidings.states import FailureKind
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    base_delay: float = 2.0
+    max_delay: float = 300.0
+    max_attempts: int = 6
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> RetryPolicy:
+        """This policy with a type's overrides (camelCase keys as the API takes them)."""
+        if not overrides:
+            return self
+        return RetryPolicy(
+            base_delay=float(overrides.get("baseDelay", self.base_delay)),
+            max_delay=float(overrides.get("maxDelay", self.max_delay)),
+            max_attempts=int(overrides.get("maxAttempts", self.max_attempts)),
+        )
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based): full jitter."""
+        ceiling = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 62))
+        return rng.uniform(0, ceiling)
+
+    def decide(
+        self,
+        attempts: int,
+        kind: FailureKind,
+        now: datetime,
+        rng: random.Random,
+        retry_after: float | None = None,
+    ) -> RetryDecision:
+        """What to do after attempt number ``attempts`` failed with ``kind``."""
+        if kind is not FailureKind.TRANSIENT:
+            return RetryDecision(retry_at=None, failure_kind=kind)
+        if attempts >= self.max_attempts:
+            return RetryDecision(retry_at=None, failure_kind=FailureKind.EXHAUSTED)
+        # The provider knows its own recovery time better than our backoff does.
+        delay = retry_after if retry_after is not None else self.backoff(attempts, rng)
+        return RetryDecision(retry_at=now + timedelta(seconds=max(0.0, delay)), failure_kind=None)
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """Either ``retry_at`` is set (back to PENDING) or ``failure_kind`` is (FAILED)."""
+
+    retry_at: datetime | None
+    failure_kind: FailureKind | None

@@ -1,0 +1,53 @@
+"""The one intake path shared by single requests and batches: validate against the registry,
+insert in one transaction, answer per item, wake the HIGH lane."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidings.clock import utcnow
+from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
+from tidings.intake.schemas import NotificationIn
+from tidings.service import Service
+from tidings.store import intake as store_intake
+from tidings.store import registry
+from tidings.store.intake import AcceptResult, NotificationDraft
+
+ItemResult = AcceptResult | ItemError
+
+
+async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) -> list[ItemResult]:
+    """Accept ``(idempotency_key, request)`` pairs; one result per pair, in order."""
+    context = await _context(service, [item for _, item in items])
+    results: list[ItemResult | NotificationDraft] = []
+    for key, item in items:
+        try:
+            results.append(build_draft(item, key, context))
+        except ItemError as error:
+            results.append(error)
+    drafts = [r for r in results if isinstance(r, NotificationDraft)]
+    stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
+    answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
+    # Lanes in this process start at once; other processes hear HIGH through pg_notify.
+    for priority in {d.priority for d in drafts if d.send_at is None}:
+        service.wakeup.notify(priority)
+    return answers
+
+
+async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeContext:
+    settings = service.settings
+    types = await registry.get_types(service.db, {item.type for item in items})
+    users = await registry.get_users(service.db, user_ids(items))
+    device_users = {
+        item.user_id for item in items if item.user_id and needs_devices(item, types.get(item.type))
+    }
+    tokens = await registry.active_device_tokens(service.db, device_users)
+    return IntakeContext(
+        namespace=settings.namespace,
+        now=utcnow(),
+        types=types,
+        users=users,
+        device_tokens=tokens,
+        max_data_bytes=settings.max_data_bytes,
+        send_at_tolerance=settings.send_at_tolerance,
+    )

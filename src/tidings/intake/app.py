@@ -1,0 +1,31 @@
+"""The FastAPI application: routes, JSON errors and the body size limit."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from tidings import __version__
+from tidings.intake import errors, routes_health, routes_notifications, routes_registry
+from tidings.intake.limits import BodySizeLimit
+from tidings.service import Service
+
+
+def create_app(service: Service) -> FastAPI:
+    """The HTTP API over ``service``; the caller owns the service's lifecycle."""
+    app = FastAPI(
+        title="tidings",
+        version=__version__,
+        description="Multi-channel notifications: accepted means durable, sent once.",
+    )
+    app.state.service = service
+    errors.install(app)
+    app.include_router(routes_notifications.router)
+    app.include_router(routes_registry.router)
+    app.include_router(routes_health.router)
+    settings = service.settings
+    app.add_middleware(
+        BodySizeLimit,
+        limit=settings.max_body_bytes,
+        limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
+    )
+    return app

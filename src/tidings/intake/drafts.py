@@ -1,0 +1,173 @@
+"""Turning a validated request into a notification draft: checks against its type, and one
+delivery per channel and address (DESIGN.md §6, rule 1; preferences come in a later step)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tidings.ids import new_id
+from tidings.intake.schemas import NotificationIn
+from tidings.priorities import Channel, Priority
+from tidings.states import Status
+from tidings.store.intake import DeliveryDraft, NotificationDraft
+
+
+@dataclass(frozen=True)
+class ItemError(Exception):
+    """Why one notification was refused: becomes a 4xx (or a batch item's error)."""
+
+    code: str
+    message: str
+    field: str | None = None
+    status_code: int = 422
+
+
+@dataclass(frozen=True)
+class IntakeContext:
+    """What the drafts need from the registry, read once per request or batch."""
+
+    namespace: str
+    now: datetime
+    types: dict[str, dict[str, Any]]
+    users: dict[str, dict[str, Any]]
+    device_tokens: dict[str, list[str]] = field(default_factory=dict)
+    max_data_bytes: int = 32 * 1024
+    send_at_tolerance: float = 60.0
+
+
+def request_hash(item: NotificationIn) -> str:
+    """A digest of the request body as understood, so formatting does not matter."""
+    body = item.model_dump(mode="json", exclude={"idempotency_key"}, exclude_none=True)
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> NotificationDraft:
+    """The draft for one request, or raise ``ItemError`` naming the offending field."""
+    kind = context.types.get(item.type)
+    if kind is None:
+        raise ItemError(
+            "unknown_type", f"notification type {item.type!r} is not registered", "type"
+        )
+    priority = _priority(item, kind)
+    _check_data_size(item, context.max_data_bytes)
+    send_at = _send_at(item, context)
+    deliveries = _deliveries(item, kind, context)
+    return NotificationDraft(
+        id=new_id(),
+        namespace=context.namespace,
+        idempotency_key=key,
+        request_hash=request_hash(item),
+        type=item.type,
+        category=kind["category"],
+        priority=priority,
+        user_id=item.user_id,
+        data=item.data,
+        locale=item.locale or _user_field(item, context, "locale"),
+        send_at=send_at,
+        deliveries=deliveries,
+    )
+
+
+def _priority(item: NotificationIn, kind: dict[str, Any]) -> Priority:
+    ceiling = Priority(kind["priority"])
+    if item.priority is None:
+        return ceiling
+    if not item.priority.at_most(ceiling):
+        raise ItemError(
+            "priority_too_high",
+            f"type {item.type!r} allows priority {ceiling.value} at most; a producer may "
+            f"lower a type's priority, never raise it",
+            "priority",
+        )
+    return item.priority
+
+
+def _check_data_size(item: NotificationIn, limit: int) -> None:
+    size = len(json.dumps(item.data, separators=(",", ":")).encode())
+    if size > limit:
+        raise ItemError("data_too_large", f"data is {size} bytes; the limit is {limit}", "data")
+
+
+def _send_at(item: NotificationIn, context: IntakeContext) -> datetime | None:
+    if item.send_at is None:
+        return None
+    if item.send_at < context.now - timedelta(seconds=context.send_at_tolerance):
+        raise ItemError("send_at_in_past", "sendAt is in the past", "sendAt")
+    # A sendAt within the tolerance is "now": it is sent at once (and wakes HIGH workers).
+    return item.send_at if item.send_at > context.now else None
+
+
+def _user_field(item: NotificationIn, context: IntakeContext, name: str) -> Any:
+    profile = context.users.get(item.user_id) if item.user_id else None
+    return profile.get(name) if profile else None
+
+
+def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -> list[str]:
+    to = item.to
+    if channel is Channel.EMAIL:
+        email = (to.email if to else None) or _user_field(item, context, "email")
+        return [email] if email else []
+    if channel is Channel.SMS:
+        phone = (to.phone if to else None) or _user_field(item, context, "phone")
+        return [phone] if phone else []
+    if to and to.device_tokens:
+        return list(dict.fromkeys(to.device_tokens))
+    return context.device_tokens.get(item.user_id, []) if item.user_id else []
+
+
+_ADDRESS_FIELD = {
+    Channel.EMAIL: "to.email",
+    Channel.SMS: "to.phone",
+    Channel.PUSH: "to.deviceTokens",
+}
+
+
+def _deliveries(
+    item: NotificationIn, kind: dict[str, Any], context: IntakeContext
+) -> list[DeliveryDraft]:
+    allowed = [Channel(c) for c in kind["channels"]]
+    explicit = item.channels is not None
+    channels = list(dict.fromkeys(item.channels)) if item.channels else allowed
+    drafts: list[DeliveryDraft] = []
+    for channel in channels:
+        if channel not in allowed:
+            raise ItemError(
+                "channel_not_allowed",
+                f"type {item.type!r} does not send on {channel.value}; it allows "
+                f"{', '.join(c.value for c in allowed)}",
+                "channels",
+            )
+        addresses = _addresses(item, channel, context)
+        if not addresses and explicit:
+            raise ItemError(
+                "no_address",
+                f"no {channel.value} address for this recipient: "
+                f"give {_ADDRESS_FIELD[channel]} or a userId that has one",
+                _ADDRESS_FIELD[channel],
+            )
+        if not addresses:
+            drafts.append(DeliveryDraft(new_id(), channel.value, "", Status.SKIPPED, "no_address"))
+        drafts.extend(DeliveryDraft(new_id(), channel.value, address) for address in addresses)
+    if all(d.status is Status.SKIPPED for d in drafts):
+        raise ItemError(
+            "no_address",
+            "the recipient has no address on any channel of this type: "
+            "give `to` or a userId with a profile",
+            "to",
+        )
+    return drafts
+
+
+def user_ids(items: Sequence[NotificationIn]) -> set[str]:
+    return {item.user_id for item in items if item.user_id}
+
+
+def needs_devices(item: NotificationIn, kind: dict[str, Any] | None) -> bool:
+    channels = item.channels or (kind["channels"] if kind else [])
+    return Channel.PUSH in channels and not (item.to and item.to.device_tokens)

@@ -1,0 +1,80 @@
+"""Every error the API returns is JSON: ``{"error": {"code", "message", "field"}}``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from tidings.intake.drafts import ItemError
+
+log = logging.getLogger(__name__)
+
+
+def error_response(
+    status_code: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "field": field}}
+    return JSONResponse(body, status_code=status_code, headers=headers)
+
+
+def field_name(location: tuple[Any, ...] | list[Any]) -> str | None:
+    """``("body", "to", "email")`` -> ``"to.email"``; headers keep their HTTP spelling."""
+    parts = [str(p) for p in location]
+    if parts and parts[0] == "header":
+        return (
+            "-".join(word.capitalize() for word in parts[1].split("-")) if len(parts) > 1 else None
+        )
+    if parts and parts[0] in ("body", "query", "path"):
+        parts = parts[1:]
+    return ".".join(parts) or None
+
+
+def validation_message(error: dict[str, Any]) -> str:
+    field = field_name(error.get("loc", ()))
+    message = str(error.get("msg", "invalid value"))
+    if error.get("type") == "missing":
+        return f"{field} is required" if field else "a required value is missing"
+    if error.get("type") == "extra_forbidden":
+        return f"unknown field {field}"
+    if error.get("type") == "json_invalid":
+        return "the request body is not valid JSON"
+    return f"{field}: {message}" if field else message
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        status_code = 400 if first.get("type") == "json_invalid" else 422
+        return error_response(
+            status_code,
+            "invalid_request",
+            validation_message(first),
+            field_name(first.get("loc", ())),
+        )
+
+    @app.exception_handler(ItemError)
+    async def _item(_request: Request, exc: ItemError) -> JSONResponse:
+        return error_response(exc.status_code, exc.code, exc.message, exc.field)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
+            exc.status_code, "http_error"
+        )
+        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error", exc_info=exc)
+        return error_response(500, "internal_error", "internal error; the server log has details")

@@ -1,0 +1,181 @@
+"""POST /v1/notifications, POST /v1/notifications/batch, GET /v1/notifications/{id}."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter, ValidationError
+
+from tidings.intake.accept import ItemResult, accept
+from tidings.intake.drafts import ItemError
+from tidings.intake.errors import error_response, field_name, validation_message
+from tidings.intake.masking import mask_address
+from tidings.intake.schemas import (
+    BatchItemIn,
+    BatchItemResult,
+    BatchResult,
+    DeliveryAccepted,
+    DeliveryOut,
+    ErrorBody,
+    ErrorResponse,
+    HistoryEntry,
+    IdempotencyKey,
+    NotificationAccepted,
+    NotificationIn,
+    NotificationOut,
+)
+from tidings.service import Service
+from tidings.store import reads
+from tidings.store.intake import Accepted, KeyConflict
+
+router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
+
+MAX_BATCH = 1000
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 409, 413, 422)
+}
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _conflict_error(result: KeyConflict) -> ItemError:
+    return ItemError(
+        "idempotency_key_reused",
+        f"Idempotency-Key {result.idempotency_key!r} was already used with a different "
+        f"request body (notification {result.notification_id}); use a new key for a new "
+        "notification",
+        "Idempotency-Key",
+        status_code=409,
+    )
+
+
+def _accepted_body(result: Accepted) -> NotificationAccepted:
+    return NotificationAccepted(
+        id=result.notification_id,
+        deliveries=[
+            DeliveryAccepted(id=d.id, channel=d.channel, status=d.status) for d in result.deliveries
+        ],
+    )
+
+
+@router.post("", status_code=202, response_model=NotificationAccepted, responses=_ERRORS)
+async def create_notification(
+    request: Request,
+    body: NotificationIn,
+    idempotency_key: Annotated[IdempotencyKey, Header(alias="Idempotency-Key")],
+) -> Any:
+    """Accept one notification. 202 means it is committed: it will not be lost."""
+    [result] = await accept(_service(request), [(idempotency_key, body)])
+    if isinstance(result, ItemError):
+        raise result
+    if isinstance(result, KeyConflict):
+        raise _conflict_error(result)
+    answer = _accepted_body(result)
+    headers = {"Idempotent-Replayed": "true"} if result.replayed else None
+    return JSONResponse(answer.model_dump(mode="json", by_alias=True), 202, headers=headers)
+
+
+_batch_item = TypeAdapter(BatchItemIn)
+
+
+@router.post("/batch", response_model=BatchResult, responses=_ERRORS)
+async def create_batch(
+    request: Request,
+    notifications: Annotated[
+        list[dict[str, Any]], Body(embed=True, max_length=MAX_BATCH, min_length=1)
+    ],
+) -> BatchResult:
+    """Accept up to 1,000 notifications in one transaction; a result per item, in order."""
+    parsed: list[BatchItemIn | ItemError] = [_parse_item(raw) for raw in notifications]
+    valid = [(i.idempotency_key, i) for i in parsed if isinstance(i, BatchItemIn)]
+    accepted = iter(await accept(_service(request), valid) if valid else [])
+    results = [
+        _batch_result(index, next(accepted) if isinstance(item, BatchItemIn) else item)
+        for index, item in enumerate(parsed)
+    ]
+    return BatchResult(results=results)
+
+
+def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:
+    try:
+        return _batch_item.validate_python(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return ItemError(
+            "invalid_request", validation_message(dict(first)), field_name(first.get("loc", ()))
+        )
+
+
+def _batch_result(index: int, result: ItemResult) -> BatchItemResult:
+    if isinstance(result, KeyConflict):
+        result = _conflict_error(result)
+    if isinstance(result, ItemError):
+        error = ErrorBody(code=result.code, message=result.message, field=result.field)
+        return BatchItemResult(index=index, status="error", error=error)
+    body = _accepted_body(result)
+    return BatchItemResult(index=index, id=body.id, status="accepted", deliveries=body.deliveries)
+
+
+@router.get(
+    "/{notification_id}", response_model=NotificationOut, responses={404: {"model": ErrorResponse}}
+)
+async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
+    """A notification with each delivery's status, attempts, errors and history."""
+    found = await reads.get_notification(_service(request).db, notification_id)
+    if found is None:
+        return error_response(404, "not_found", f"no notification {notification_id}", "id")
+    return NotificationOut(
+        id=found["id"],
+        idempotency_key=found["idempotency_key"],
+        type=found["type"],
+        category=found["category"],
+        priority=found["priority"],
+        user_id=found["user_id"],
+        locale=found["locale"],
+        send_at=found["send_at"],
+        created_at=found["created_at"],
+        deliveries=[_delivery_out(d) for d in found["deliveries"]],
+    )
+
+
+def _delivery_out(row: dict[str, Any]) -> DeliveryOut:
+    return DeliveryOut(
+        id=row["id"],
+        channel=row["channel"],
+        address=mask_address(row["channel"], row["address"]),
+        status=row["status"],
+        attempts=row["attempts"],
+        next_attempt_at=row["next_attempt_at"] if row["status"] == "PENDING" else None,
+        last_error=row["last_error"],
+        failure_kind=row["failure_kind"],
+        skip_reason=row["skip_reason"],
+        provider=row["provider"],
+        provider_message_id=row["provider_msg_id"],
+        created_at=row["created_at"],
+        sent_at=row["sent_at"],
+        updated_at=row["updated_at"],
+        history=_history(row),
+    )
+
+
+def _history(row: dict[str, Any]) -> list[HistoryEntry]:
+    """The row's own timestamps (the happy path writes no events) merged with its events."""
+    entries = [HistoryEntry(kind="accepted", at=row["created_at"])]
+    if row["status"] == "SKIPPED" and row["skip_reason"]:
+        entries.append(
+            HistoryEntry(
+                kind="skipped", at=row["updated_at"], detail={"reason": row["skip_reason"]}
+            )
+        )
+    entries += [HistoryEntry(kind=e["kind"], at=e["at"], detail=e["detail"]) for e in row["events"]]
+    if row["sent_at"] is not None:
+        entries.append(
+            HistoryEntry(kind="sent", at=row["sent_at"], detail={"provider": row["provider"]})
+        )
+    return sorted(entries, key=lambda entry: entry.at)

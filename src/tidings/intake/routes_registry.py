@@ -1,0 +1,104 @@
+"""The registry: notification types, user profiles and push devices."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response
+
+from tidings.clock import utcnow
+from tidings.intake.errors import error_response
+from tidings.intake.schemas import (
+    DeviceIn,
+    DeviceOut,
+    ErrorResponse,
+    TypeIn,
+    TypeName,
+    TypeOut,
+    UserId,
+    UserIn,
+    UserOut,
+)
+from tidings.service import Service
+from tidings.store import registry
+
+router = APIRouter(prefix="/v1", tags=["registry"])
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
+_INVALID: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}}
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.put("/types/{name}", response_model=TypeOut, responses=_INVALID)
+async def put_type(request: Request, name: Annotated[TypeName, Path()], body: TypeIn) -> Any:
+    """Create or replace a notification type."""
+    db = _service(request).db
+    await registry.put_type(db, _type_row(name, body), utcnow())
+    return _type_out((await registry.get_types(db, [name]))[name])
+
+
+@router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND)
+async def get_type(request: Request, name: str) -> Any:
+    found = (await registry.get_types(_service(request).db, [name])).get(name)
+    if found is None:
+        return error_response(404, "not_found", f"no notification type {name!r}", "name")
+    return _type_out(found)
+
+
+def _type_row(name: str, body: TypeIn) -> dict[str, Any]:
+    retry = body.retry.model_dump(by_alias=True, exclude_none=True) if body.retry else None
+    return {
+        "name": name,
+        "category": body.category.value,
+        "priority": body.priority.value,
+        "channels": [c.value for c in dict.fromkeys(body.channels)],
+        "ttl_seconds": body.ttl,
+        "retry": retry or None,
+    }
+
+
+def _type_out(row: dict[str, Any]) -> TypeOut:
+    return TypeOut(
+        name=row["name"],
+        category=row["category"],
+        priority=row["priority"],
+        channels=row["channels"],
+        ttl=row["ttl_seconds"],
+        retry=row["retry"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+@router.put("/users/{user_id}", response_model=UserOut, responses=_INVALID)
+async def put_user(request: Request, user_id: Annotated[UserId, Path()], body: UserIn) -> Any:
+    """Create or replace a user profile."""
+    db = _service(request).db
+    await registry.put_user(db, {"id": user_id, **body.model_dump(mode="json")}, utcnow())
+    return UserOut(**(await registry.get_users(db, [user_id]))[user_id])
+
+
+@router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND)
+async def get_user(request: Request, user_id: str) -> Any:
+    found = (await registry.get_users(_service(request).db, [user_id])).get(user_id)
+    if found is None:
+        return error_response(404, "not_found", f"no user {user_id!r}", "userId")
+    return UserOut(**found)
+
+
+@router.post("/devices", status_code=201, response_model=DeviceOut, responses=_INVALID)
+async def post_device(request: Request, body: DeviceIn) -> Any:
+    """Register a push token for a user (registering it again reactivates it)."""
+    db = _service(request).db
+    await registry.put_device(db, body.token, body.user_id, body.platform, utcnow())
+    return DeviceOut(**(await registry.get_device(db, body.token)) or {})
+
+
+@router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
+async def delete_device(request: Request, token: str) -> Response:
+    if not await registry.delete_device(_service(request).db, token):
+        return error_response(404, "not_found", "no such device token", "token")
+    return Response(status_code=204)

@@ -1,0 +1,192 @@
+"""Request and response bodies of the HTTP API (camelCase on the wire)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+import zoneinfo
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    EmailStr,
+    Field,
+    StringConstraints,
+)
+from pydantic.alias_generators import to_camel
+
+from tidings.priorities import Category, Channel, Priority
+
+_E164 = re.compile(r"^\+[1-9]\d{1,14}$")
+
+
+def _e164(value: str) -> str:
+    if not _E164.match(value):
+        raise ValueError("phone must be in E.164 format, for example +5511912345678")
+    return value
+
+
+def _timezone(value: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown IANA time zone {value!r}") from None
+    return value
+
+
+Phone = Annotated[str, AfterValidator(_e164)]
+TimeZone = Annotated[str, AfterValidator(_timezone)]
+Locale = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")]
+TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")]
+UserId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+DeviceToken = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Recipient(ApiModel):
+    email: EmailStr | None = None
+    phone: Phone | None = None
+    device_tokens: list[DeviceToken] | None = Field(default=None, max_length=100)
+
+
+class NotificationIn(ApiModel):
+    type: TypeName
+    user_id: UserId | None = None
+    to: Recipient | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    channels: list[Channel] | None = Field(default=None, min_length=1)
+    priority: Priority | None = None
+    locale: Locale | None = None
+    send_at: AwareDatetime | None = None
+
+
+class BatchItemIn(NotificationIn):
+    idempotency_key: IdempotencyKey
+
+
+class DeliveryAccepted(ApiModel):
+    id: uuid.UUID
+    channel: str
+    status: str
+
+
+class NotificationAccepted(ApiModel):
+    id: uuid.UUID
+    status: Literal["accepted"] = "accepted"
+    deliveries: list[DeliveryAccepted]
+
+
+class ErrorBody(ApiModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(ApiModel):
+    error: ErrorBody
+
+
+class BatchItemResult(ApiModel):
+    index: int
+    id: uuid.UUID | None = None
+    status: Literal["accepted", "error"]
+    deliveries: list[DeliveryAccepted] | None = None
+    error: ErrorBody | None = None
+
+
+class BatchResult(ApiModel):
+    results: list[BatchItemResult]
+
+
+class RetryOverrides(ApiModel):
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    base_delay: float | None = Field(default=None, gt=0, le=3600)
+    max_delay: float | None = Field(default=None, gt=0, le=86400)
+
+
+class TypeIn(ApiModel):
+    category: Category
+    priority: Priority
+    channels: list[Channel] = Field(min_length=1)
+    ttl: int | None = Field(
+        default=None, gt=0, description="seconds after which an unsent delivery expires"
+    )
+    retry: RetryOverrides | None = None
+
+
+class TypeOut(TypeIn):
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class UserIn(ApiModel):
+    email: EmailStr | None = None
+    phone: Phone | None = None
+    timezone: TimeZone | None = None
+    locale: Locale | None = None
+    attributes: dict[str, Any] | None = None
+
+
+class UserOut(UserIn):
+    id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class DeviceIn(ApiModel):
+    user_id: UserId
+    platform: Literal["ios", "android", "web"]
+    token: DeviceToken
+
+
+class DeviceOut(DeviceIn):
+    active: bool
+    deactivated_reason: str | None = None
+
+
+class HistoryEntry(ApiModel):
+    kind: str
+    at: datetime
+    detail: dict[str, Any] | None = None
+
+
+class DeliveryOut(ApiModel):
+    id: uuid.UUID
+    channel: str
+    address: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime | None
+    last_error: str | None
+    failure_kind: str | None
+    skip_reason: str | None
+    provider: str | None
+    provider_message_id: str | None
+    created_at: datetime
+    sent_at: datetime | None
+    updated_at: datetime
+    history: list[HistoryEntry]
+
+
+class NotificationOut(ApiModel):
+    id: uuid.UUID
+    idempotency_key: str
+    type: str
+    category: str
+    priority: str
+    user_id: str | None
+    locale: str | None
+    send_at: datetime | None
+    created_at: datetime
+    deliveries: list[DeliveryOut]

@@ -1,0 +1,35 @@
+"""Priorities and the lanes they map to."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 is the most urgent."""
+        return _RANK[self]
+
+    def at_most(self, ceiling: Priority) -> bool:
+        """True when this priority is not more urgent than ``ceiling``."""
+        return self.rank >= ceiling.rank
+
+
+_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+
+
+class Category(StrEnum):
+    TRANSACTIONAL = "transactional"
+    REMINDER = "reminder"
+    MARKETING = "marketing"
+
+
+class Channel(StrEnum):
+    EMAIL = "email"
+    SMS = "sms"
+    PUSH = "push"

@@ -1,0 +1,72 @@
+"""Running tidings: the API, the dispatcher, or both in one process (the embedded mode)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+import uvicorn
+
+from tidings.dispatch.dispatcher import Dispatcher
+from tidings.intake.app import create_app
+from tidings.providers.registry import providers_from_settings
+from tidings.service import Service
+from tidings.settings import Settings
+from tidings.store.migrate import upgrade
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: tidings stops API and dispatcher together."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -> None:
+    """Run until SIGTERM or SIGINT, then stop taking work and finish what is in flight."""
+    service = Service.from_settings(settings)
+    providers = providers_from_settings(settings.providers, settings.outbox_dir)
+    stop = asyncio.Event()
+    jobs: list[Coroutine[Any, Any, None]] = []
+    server: _Server | None = None
+    try:
+        if migrate:
+            await upgrade(service.db)
+        if api:
+            config = uvicorn.Config(
+                create_app(service),
+                host=settings.host,
+                port=settings.port,
+                lifespan="off",
+                log_level="info",
+            )
+            server = _Server(config)
+            jobs.append(server.serve())
+        if dispatch:
+            jobs.append(Dispatcher(service, providers).run(stop))
+        _on_signals(stop, server)
+        await asyncio.gather(*jobs)
+    finally:
+        for provider in set(providers.values()):
+            await provider.close()
+        await service.close()
+
+
+def _on_signals(stop: asyncio.Event, server: uvicorn.Server | None) -> None:
+    loop = asyncio.get_running_loop()
+
+    def shut_down(name: str) -> None:
+        log.info("%s received: finishing in-flight work", name)
+        stop.set()
+        if server is not None:
+            server.should_exit = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, shut_down, sig.name)

@@ -1,0 +1,108 @@
+"""One typed settings object, built from the environment and an optional TOML file.
+
+Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
+``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
+passed explicitly; the environment wins over the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from tidings.priorities import Priority
+
+
+class LaneSettings(BaseModel):
+    """One dispatcher lane: how many sends it runs at once and how often it polls."""
+
+    concurrency: int = Field(ge=1, le=10_000)
+    poll_interval: float = Field(default=0.5, gt=0, le=60)
+    claim_batch: int = Field(default=100, ge=1, le=5_000)
+
+
+class Lanes(BaseModel):
+    """One lane per priority, each with its own claim loop and concurrency."""
+
+    high: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=16))
+    normal: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=16))
+    low: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=8))
+
+    def for_priority(self, priority: Priority) -> LaneSettings:
+        lane: LaneSettings = getattr(self, priority.value)
+        return lane
+
+
+class RetrySettings(BaseModel):
+    """Defaults of the retry policy; a notification type may override each."""
+
+    base_delay: float = Field(default=2.0, gt=0)
+    max_delay: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=6, ge=1, le=100)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TIDINGS_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    database_url: str = "sqlite:///./tidings.db"
+    outbox_dir: Path = Path("./outbox")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    namespace: str = "default"
+
+    # Which provider sends each channel: "sink" (files under outbox_dir), "noop",
+    # or "record:<path>[?delay_ms=N]" (appends each call to a file; for tests and demos).
+    providers: dict[str, str] = Field(
+        default_factory=lambda: {"email": "sink", "sms": "sink", "push": "sink"}
+    )
+    provider_timeout: float = Field(default=30.0, gt=0)
+
+    lanes: Lanes = Field(default_factory=Lanes)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    lease_seconds: float = Field(default=60.0, gt=0)
+    reaper_interval: float = Field(default=5.0, gt=0)
+    outcome_flush_interval: float = Field(default=0.01, gt=0)
+    shutdown_grace: float = Field(default=10.0, ge=0)
+
+    # Intake limits.
+    max_body_bytes: int = 256 * 1024
+    max_batch_body_bytes: int = 16 * 1024 * 1024
+    max_data_bytes: int = 32 * 1024
+    send_at_tolerance: float = 60.0
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = settings_cls.model_config.get("toml_file") or os.environ.get("TIDINGS_CONFIG")
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=toml_file)
+        return (init_settings, env_settings, toml)
+
+    @classmethod
+    def load(cls, config_file: Path | None = None, **overrides: Any) -> Settings:
+        """Settings from explicit overrides, the environment, then the TOML file."""
+        if config_file is None:
+            return cls(**overrides)
+        if not config_file.is_file():
+            raise FileNotFoundError(f"configuration file not found: {config_file}")
+
+        class _FromFile(cls):  # type: ignore[valid-type,misc]
+            model_config = SettingsConfigDict(**{**cls.model_config, "toml_file": config_file})
+
+        return _FromFile(**overrides)

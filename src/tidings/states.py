@@ -1,0 +1,64 @@
+"""The delivery state machine of DESIGN.md §4: statuses and the transitions between them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    QUEUED = "QUEUED"
+    SENDING = "SENDING"
+    SENT = "SENT"
+    DELIVERED = "DELIVERED"
+    BOUNCED = "BOUNCED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """No dispatcher will touch the delivery again (webhooks may still add events)."""
+        return self not in _IN_PROGRESS
+
+
+class FailureKind(StrEnum):
+    TRANSIENT = "transient"  # retry with backoff
+    PERMANENT = "permanent"  # invalid address, unregistered token: never retry
+    POISON = "poison"  # the message itself cannot be sent (render error, too large)
+    EXHAUSTED = "exhausted"  # transient too many times
+
+
+_IN_PROGRESS = frozenset({Status.PENDING, Status.QUEUED, Status.SENDING})
+
+# Every legal move; anything else is a bug.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.PENDING: frozenset(
+        {Status.SENDING, Status.QUEUED, Status.SKIPPED, Status.CANCELLED, Status.EXPIRED}
+    ),
+    Status.QUEUED: frozenset(
+        {Status.SENDING, Status.PENDING, Status.CANCELLED, Status.EXPIRED, Status.SKIPPED}
+    ),
+    Status.SENDING: frozenset(
+        {
+            Status.SENT,
+            Status.PENDING,  # transient failure with attempts left, deferral, lease expiry
+            Status.FAILED,
+            Status.SKIPPED,  # send-time policy check
+            Status.EXPIRED,
+            Status.CANCELLED,
+        }
+    ),
+    Status.SENT: frozenset({Status.DELIVERED, Status.BOUNCED}),
+    Status.DELIVERED: frozenset({Status.BOUNCED}),
+    Status.BOUNCED: frozenset(),
+    Status.FAILED: frozenset({Status.PENDING}),  # replay from the dead-letter queue
+    Status.SKIPPED: frozenset(),
+    Status.CANCELLED: frozenset(),
+    Status.EXPIRED: frozenset(),
+}
+
+
+def can_move(current: Status, target: Status) -> bool:
+    return target in TRANSITIONS[current]

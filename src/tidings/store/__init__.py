@@ -1,0 +1,1 @@
+"""The store: tables, engine set-up, migrations and every SQL statement tidings runs."""

@@ -1,0 +1,232 @@
+"""The dispatcher's SQL: claim due deliveries, write outcomes back, reap expired leases.
+
+The claim is one atomic statement per dialect (DESIGN.md §4), side by side below: it moves
+due PENDING rows to SENDING, sets a lease and counts the attempt. Outcomes are fenced by
+(status SENDING, attempts): a worker whose lease expired and whose delivery was claimed
+again cannot overwrite the newer attempt.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from tidings.ids import new_id
+from tidings.priorities import Priority
+from tidings.states import Status
+from tidings.store.engine import Database
+from tidings.store.schema import delivery, delivery_event, notification
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    id: uuid.UUID
+    notification_id: uuid.UUID
+    channel: str
+    address: str
+    priority: str
+    category: str
+    attempts: int
+    created_at: datetime
+    type: str
+    data: dict[str, Any]
+    locale: str | None
+    user_id: str | None
+
+
+_DELIVERY_COLUMNS = (
+    delivery.c.id,
+    delivery.c.notification_id,
+    delivery.c.channel,
+    delivery.c.address,
+    delivery.c.priority,
+    delivery.c.category,
+    delivery.c.attempts,
+    delivery.c.created_at,
+)
+_NOTIFICATION_COLUMNS = (
+    notification.c.type,
+    notification.c.data,
+    notification.c.locale,
+    notification.c.user_id,
+)
+
+
+def _due(priority: Priority, now: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(delivery.c.id)
+        .where(
+            delivery.c.status == Status.PENDING.value,
+            delivery.c.priority == priority.value,
+            delivery.c.next_attempt_at <= now,
+        )
+        .order_by(delivery.c.next_attempt_at)
+        .limit(limit)
+    )
+
+
+def _claim_values(now: datetime, lease_until: datetime) -> dict[str, Any]:
+    return {
+        "status": Status.SENDING.value,
+        "attempts": delivery.c.attempts + 1,
+        "lease_until": lease_until,
+        "updated_at": now,
+    }
+
+
+async def claim_due(
+    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+) -> list[ClaimedDelivery]:
+    """Atomically take up to ``limit`` due deliveries of one priority."""
+    if limit <= 0:
+        return []
+    if db.is_postgres:
+        return await _claim_postgres(db, priority, limit, now, lease_until)
+    return await _claim_sqlite(db, priority, limit, now, lease_until)
+
+
+async def _claim_postgres(
+    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+) -> list[ClaimedDelivery]:
+    # WITH due AS (SELECT id ... FOR UPDATE SKIP LOCKED) UPDATE delivery ... FROM due,
+    # notification RETURNING ...: concurrent dispatchers skip each other's rows.
+    due = _due(priority, now, limit).with_for_update(skip_locked=True).cte("due")
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.id == due.c.id, notification.c.id == delivery.c.notification_id)
+        .values(_claim_values(now, lease_until))
+        .returning(*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS)
+    )
+    async with db.engine.begin() as conn:
+        rows = (await conn.execute(statement)).all()
+    return [ClaimedDelivery(**row._asdict()) for row in rows]
+
+
+async def _claim_sqlite(
+    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+) -> list[ClaimedDelivery]:
+    # UPDATE ... WHERE id IN (SELECT ...) RETURNING: SQLite has one writer at a time, so
+    # the statement is atomic; RETURNING cannot name a joined table, hence the second query.
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.id.in_(_due(priority, now, limit).scalar_subquery()))
+        .values(_claim_values(now, lease_until))
+        .returning(*_DELIVERY_COLUMNS)
+    )
+    async with db.engine.begin() as conn:
+        claimed = (await conn.execute(statement)).all()
+        if not claimed:
+            return []
+        ids = {row.notification_id for row in claimed}
+        found = await conn.execute(
+            sa.select(notification.c.id, *_NOTIFICATION_COLUMNS).where(notification.c.id.in_(ids))
+        )
+        parents = {row.id: row for row in found}
+    return [
+        ClaimedDelivery(
+            **row._asdict(),
+            **{
+                c.name: getattr(parents[row.notification_id], c.name) for c in _NOTIFICATION_COLUMNS
+            },
+        )
+        for row in claimed
+    ]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one attempt, to be written back (in batches)."""
+
+    delivery_id: uuid.UUID
+    claimed_attempts: int  # the fencing token: the attempt this outcome belongs to
+    status: Status
+    attempts: int  # after this outcome (one less when the attempt is given back)
+    next_attempt_at: datetime | None = None
+    provider: str | None = None
+    provider_msg_id: str | None = None
+    last_error: str | None = None
+    failure_kind: str | None = None
+    skip_reason: str | None = None
+    sent_at: datetime | None = None
+    event: str | None = None  # a delivery_event kind, for what the row cannot hold
+    event_detail: dict[str, Any] | None = None
+
+
+_OUTCOME_FIELDS = (
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "provider",
+    "provider_msg_id",
+    "last_error",
+    "failure_kind",
+    "skip_reason",
+    "sent_at",
+)
+
+_write_outcome = (
+    sa.update(delivery)
+    .where(
+        delivery.c.id == sa.bindparam("b_id"),
+        delivery.c.status == Status.SENDING.value,
+        delivery.c.attempts == sa.bindparam("b_claimed"),
+    )
+    .values(
+        {name: sa.bindparam(f"b_{name}") for name in _OUTCOME_FIELDS}
+        | {"lease_until": None, "updated_at": sa.bindparam("b_now")}
+    )
+)
+
+
+async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
+    """Write a batch of outcomes in one transaction, with their events."""
+    if not outcomes:
+        return
+    params = [_outcome_params(outcome, now) for outcome in outcomes]
+    events = [_event_row(o.delivery_id, o.event, now, o.event_detail) for o in outcomes if o.event]
+    async with db.engine.begin() as conn:
+        await conn.execute(_write_outcome, params)
+        if events:
+            await conn.execute(sa.insert(delivery_event), events)
+
+
+def _outcome_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    values = asdict(outcome)
+    params = {f"b_{name}": values[name] for name in _OUTCOME_FIELDS}
+    params["b_status"] = outcome.status.value
+    params.update(b_id=outcome.delivery_id, b_claimed=outcome.claimed_attempts, b_now=now)
+    return params
+
+
+def _event_row(
+    delivery_id: uuid.UUID, kind: str, at: datetime, detail: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {"id": new_id(), "delivery_id": delivery_id, "kind": kind, "at": at, "detail": detail}
+
+
+async def reap_expired_leases(db: Database, now: datetime) -> int:
+    """Return deliveries whose lease ran out (a crashed or stuck worker) to PENDING.
+
+    The attempt stays counted, so a message that kills every worker still runs out of
+    attempts and ends FAILED.
+    """
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.status == Status.SENDING.value, delivery.c.lease_until < now)
+        .values(status=Status.PENDING.value, lease_until=None, next_attempt_at=now, updated_at=now)
+        .returning(delivery.c.id, delivery.c.attempts)
+    )
+    async with db.engine.begin() as conn:
+        reaped = (await conn.execute(statement)).all()
+        if reaped:
+            events = [
+                _event_row(row.id, "lease_expired", now, {"attempt": row.attempts})
+                for row in reaped
+            ]
+            await conn.execute(sa.insert(delivery_event), events)
+    return len(reaped)

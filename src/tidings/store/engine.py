@@ -1,0 +1,73 @@
+"""Connecting to the database: URL normalisation and per-dialect connection set-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+
+
+def async_url(url: str) -> sa.URL:
+    """``sqlite:///x.db`` or ``postgresql://...`` with the asyncio driver tidings uses."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend not in _ASYNC_DRIVERS:
+        raise ValueError(f"unsupported database {backend!r}: use sqlite:/// or postgresql://")
+    return parsed.set(drivername=_ASYNC_DRIVERS[backend])
+
+
+@dataclass(frozen=True)
+class Database:
+    """The engine and what the SQL layer needs to know about its dialect."""
+
+    engine: AsyncEngine
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @property
+    def url(self) -> sa.URL:
+        return self.engine.url
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def connect(url: str, pool_size: int = 20) -> Database:
+    target = async_url(url)
+    if target.get_backend_name() == "sqlite":
+        return Database(_sqlite_engine(target))
+    engine = create_async_engine(
+        target, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+    )
+    return Database(engine)
+
+
+def _sqlite_engine(url: sa.URL) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": 30})
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" hook issue BEGIN itself (see below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before the API answers 202.
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @sa.event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        # Take the write lock at BEGIN: a deferred transaction that reads and then writes
+        # fails at once with SQLITE_BUSY instead of waiting for the other writer.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine

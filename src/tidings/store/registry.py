@@ -1,0 +1,89 @@
+"""Types, user profiles and devices: the registry the intake reads to address deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tidings.store.engine import Database
+from tidings.store.schema import device, notification_type, user_profile
+
+
+async def _upsert(db: Database, table: sa.Table, key: str, row: dict[str, Any]) -> None:
+    """Insert ``row``, or update every column but the key and ``created_at``."""
+    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
+    statement = dialect_insert(table).values(row)
+    updates = {name: statement.excluded[name] for name in row if name not in (key, "created_at")}
+    statement = statement.on_conflict_do_update(index_elements=[key], set_=updates)
+    async with db.engine.begin() as conn:
+        await conn.execute(statement)
+
+
+async def _rows_by_key(
+    db: Database, table: sa.Table, key: str, values: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    if not values:
+        return {}
+    column = table.c[key]
+    async with db.engine.connect() as conn:
+        rows = await conn.execute(sa.select(table).where(column.in_(list(values))))
+        return {row._mapping[key]: dict(row._mapping) for row in rows}
+
+
+async def put_type(db: Database, row: dict[str, Any], now: datetime) -> None:
+    await _upsert(db, notification_type, "name", {**row, "created_at": now, "updated_at": now})
+
+
+async def get_types(db: Database, names: Collection[str]) -> dict[str, dict[str, Any]]:
+    return await _rows_by_key(db, notification_type, "name", names)
+
+
+async def put_user(db: Database, row: dict[str, Any], now: datetime) -> None:
+    await _upsert(db, user_profile, "id", {**row, "created_at": now, "updated_at": now})
+
+
+async def get_users(db: Database, ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    return await _rows_by_key(db, user_profile, "id", ids)
+
+
+async def put_device(db: Database, token: str, user_id: str, platform: str, now: datetime) -> None:
+    """Register (or re-register, which reactivates) a push token."""
+    row = {
+        "token": token,
+        "user_id": user_id,
+        "platform": platform,
+        "active": True,
+        "deactivated_reason": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    await _upsert(db, device, "token", row)
+
+
+async def delete_device(db: Database, token: str) -> bool:
+    async with db.engine.begin() as conn:
+        result = await conn.execute(sa.delete(device).where(device.c.token == token))
+    return result.rowcount > 0
+
+
+async def get_device(db: Database, token: str) -> dict[str, Any] | None:
+    return (await _rows_by_key(db, device, "token", [token])).get(token)
+
+
+async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:
+    if not user_ids:
+        return {}
+    query = (
+        sa.select(device.c.user_id, device.c.token)
+        .where(device.c.user_id.in_(list(user_ids)), device.c.active.is_(True))
+        .order_by(device.c.created_at)
+    )
+    tokens: dict[str, list[str]] = {}
+    async with db.engine.connect() as conn:
+        for row in await conn.execute(query):
+            tokens.setdefault(row.user_id, []).append(row.token)
+    return tokens

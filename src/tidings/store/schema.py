@@ -1,0 +1,172 @@
+"""The tables of DESIGN.md §3, in SQLAlchemy Core: one schema for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+    }
+)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on both databases.
+
+    SQLite has no time zones: values are stored as naive UTC text, whose lexical order is
+    their time order, and come back aware.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: tidings stores aware UTC datetimes only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+JSONDoc = sa.JSON().with_variant(JSONB(), "postgresql")
+
+
+def _ts(name: str, nullable: bool = True) -> sa.Column[Any]:
+    return sa.Column(name, UTCDateTime(), nullable=nullable)
+
+
+notification_type = sa.Table(
+    "notification_type",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("category", sa.String(20), nullable=False),
+    sa.Column("priority", sa.String(10), nullable=False),
+    sa.Column("channels", JSONDoc, nullable=False),
+    sa.Column("ttl_seconds", sa.Integer, nullable=True),
+    sa.Column("retry", JSONDoc, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+)
+
+notification = sa.Table(
+    "notification",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=False),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("category", sa.String(20), nullable=False),
+    sa.Column("priority", sa.String(10), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("data", JSONDoc, nullable=False),
+    sa.Column("locale", sa.String(35), nullable=True),
+    sa.Column("campaign_id", sa.Uuid, nullable=True),
+    _ts("send_at"),
+    _ts("created_at", nullable=False),
+    sa.UniqueConstraint("namespace", "idempotency_key"),
+)
+
+delivery = sa.Table(
+    "delivery",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column(
+        "notification_id",
+        sa.Uuid,
+        sa.ForeignKey("notification.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("channel", sa.String(20), nullable=False),
+    sa.Column("address", sa.String(4096), nullable=False),
+    sa.Column("priority", sa.String(10), nullable=False),
+    sa.Column("category", sa.String(20), nullable=False),
+    sa.Column("status", sa.String(12), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    _ts("next_attempt_at"),
+    _ts("lease_until"),
+    sa.Column("provider", sa.String(100), nullable=True),
+    sa.Column("provider_msg_id", sa.String(255), nullable=True),
+    sa.Column("template_version", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("failure_kind", sa.String(12), nullable=True),
+    sa.Column("skip_reason", sa.String(40), nullable=True),
+    sa.Column("campaign_id", sa.Uuid, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("sent_at"),
+    _ts("updated_at", nullable=False),
+    sa.UniqueConstraint("notification_id", "channel", "address"),
+    # The claim query reads only this: it stays small however many finished rows there are.
+    sa.Index(
+        "ix_delivery_due",
+        "priority",
+        "next_attempt_at",
+        postgresql_where=sa.text("status = 'PENDING'"),
+        sqlite_where=sa.text("status = 'PENDING'"),
+    ),
+    # The reaper reads only leased rows.
+    sa.Index(
+        "ix_delivery_lease",
+        "lease_until",
+        postgresql_where=sa.text("status = 'SENDING'"),
+        sqlite_where=sa.text("status = 'SENDING'"),
+    ),
+    sa.Index("ix_delivery_provider_msg", "provider", "provider_msg_id"),
+)
+
+delivery_event = sa.Table(
+    "delivery_event",
+    metadata,
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column(
+        "delivery_id",
+        sa.Uuid,
+        sa.ForeignKey("delivery.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("kind", sa.String(30), nullable=False),
+    _ts("at", nullable=False),
+    sa.Column("detail", JSONDoc, nullable=True),
+)
+
+user_profile = sa.Table(
+    "user_profile",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),
+    sa.Column("email", sa.String(320), nullable=True),
+    sa.Column("phone", sa.String(20), nullable=True),
+    sa.Column("timezone", sa.String(64), nullable=True),
+    sa.Column("locale", sa.String(35), nullable=True),
+    sa.Column("attributes", JSONDoc, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+)
+
+device = sa.Table(
+    "device",
+    metadata,
+    sa.Column("token", sa.String(4096), primary_key=True),
+    sa.Column("user_id", sa.String(255), nullable=False, index=True),
+    sa.Column("platform", sa.String(10), nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("deactivated_reason", sa.String(255), nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+)
