@@ -1,0 +1,23 @@
+.PHONY: serve test lint bench format
+
+serve:  ## run tidings on the embedded default (SQLite, API + dispatcher in one process)
+	scripts/venv.sh
+	.venv/bin/tidings serve
+
+test:  ## the whole test suite (installs, starts PostgreSQL/Redis when needed)
+	scripts/test.sh
+
+lint:
+	scripts/venv.sh
+	.venv/bin/ruff check src tests bench
+	.venv/bin/ruff format --check src tests bench
+	.venv/bin/mypy
+
+format:
+	.venv/bin/ruff check --fix src tests bench
+	.venv/bin/ruff format src tests bench
+
+bench:  ## benchmarks on PostgreSQL; writes docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench

@@ -1,0 +1,135 @@
+"""Fixtures: the same store tests on SQLite and PostgreSQL, each test on a fresh database.
+
+PostgreSQL: one template database is migrated per session, and every test gets
+``CREATE DATABASE ... TEMPLATE`` of it (fast, and isolated). SQLite: a migrated file is
+copied per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from tidings.intake.app import create_app
+from tidings.service import Service
+from tidings.settings import Settings
+from tidings.store.engine import Database, connect
+from tidings.store.migrate import upgrade
+
+PG_ADMIN_URL = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def pg_url(database: str) -> str:
+    return sa.make_url(PG_ADMIN_URL).set(database=database).render_as_string(False)
+
+
+async def pg_admin(*statements: str) -> None:
+    conn = await asyncpg.connect(PG_ADMIN_URL)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run ``coroutine`` to completion on a loop of its own, even from inside a running loop
+    (session fixtures may be set up lazily by an async test)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coroutine).result()
+
+
+async def _migrate(url: str) -> None:
+    db = connect(url)
+    try:
+        await upgrade(db)
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    name = f"tidings_tmpl_{os.getpid()}"
+    run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"))
+    run_blocking(_migrate(pg_url(name)))
+    yield name
+    run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    run_blocking(_migrate(f"sqlite:///{path}"))
+    return path
+
+
+@pytest.fixture
+def pg_database_url(pg_template: str) -> Iterator[str]:
+    """A fresh migrated PostgreSQL database for one test."""
+    name = f"tidings_test_{uuid.uuid4().hex[:12]}"
+    run_blocking(pg_admin(f"CREATE DATABASE {name} TEMPLATE {pg_template}"))
+    yield pg_url(name)
+    run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+@pytest.fixture
+def database_url(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
+) -> str:
+    if backend == "sqlite":
+        path = tmp_path / "tidings.db"
+        shutil.copy(sqlite_template, path)
+        return f"sqlite:///{path}"
+    url: str = request.getfixturevalue("pg_database_url")
+    return url
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url,
+        outbox_dir=tmp_path / "outbox",
+        reaper_interval=0.2,
+        outcome_flush_interval=0.005,
+        lanes={
+            "high": {"concurrency": 8, "poll_interval": 0.1},
+            "normal": {"concurrency": 8, "poll_interval": 0.1},
+            "low": {"concurrency": 8, "poll_interval": 0.1},
+        },
+    )
+
+
+@pytest.fixture
+async def service(settings: Settings) -> AsyncIterator[Service]:
+    service = Service.from_settings(settings)
+    yield service
+    await service.close()
+
+
+@pytest.fixture
+def db(service: Service) -> Database:
+    return service.db
+
+
+@pytest.fixture
+async def client(service: Service) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(service))
+    async with httpx.AsyncClient(transport=transport, base_url="http://tidings") as client:
+        yield client

@@ -1,0 +1,77 @@
+"""Small helpers shared by the tests: registering types, posting, running a dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+
+from tidings.dispatch.dispatcher import Dispatcher
+from tidings.priorities import Channel
+from tidings.providers.base import Provider
+from tidings.service import Service
+
+
+async def put_type(
+    client: httpx.AsyncClient,
+    name: str = "order.confirmed",
+    *,
+    category: str = "transactional",
+    priority: str = "normal",
+    channels: tuple[str, ...] = ("email", "sms", "push"),
+    **extra: Any,
+) -> None:
+    body = {"category": category, "priority": priority, "channels": list(channels), **extra}
+    response = await client.put(f"/v1/types/{name}", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def post(
+    client: httpx.AsyncClient, body: dict[str, Any], key: str | None = None
+) -> httpx.Response:
+    headers = {"Idempotency-Key": key or str(uuid.uuid4())}
+    return await client.post("/v1/notifications", json=body, headers=headers)
+
+
+def email_to(address: str = "ana@example.com", **extra: Any) -> dict[str, Any]:
+    return {"type": "order.confirmed", "to": {"email": address}, "channels": ["email"], **extra}
+
+
+@contextlib.asynccontextmanager
+async def running_dispatcher(service: Service, provider: Provider) -> AsyncIterator[Dispatcher]:
+    """A dispatcher sending every channel through ``provider``, stopped on exit."""
+    dispatcher = Dispatcher(service, {channel: provider for channel in Channel})
+    stop = asyncio.Event()
+    task = asyncio.create_task(dispatcher.run(stop))
+    try:
+        yield dispatcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+
+
+async def eventually(
+    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02
+) -> Any:
+    """Poll the (async or sync) ``check`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {result!r})")
+        await asyncio.sleep(interval)
+
+
+async def delivery_statuses(client: httpx.AsyncClient, notification_id: str) -> list[str]:
+    response = await client.get(f"/v1/notifications/{notification_id}")
+    assert response.status_code == 200, response.text
+    return [d["status"] for d in response.json()["deliveries"]]
