@@ -56,10 +56,10 @@ async def running_dispatcher(service: Service, provider: Provider) -> AsyncItera
 
 
 async def eventually(
-    check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02
+    check: Callable[[], Any], within: float = 10.0, interval: float = 0.02
 ) -> Any:
     """Poll the (async or sync) ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         result = check()
         if asyncio.iscoroutine(result):
@@ -67,7 +67,7 @@ async def eventually(
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {result!r})")
+            raise AssertionError(f"condition not met within {within}s (last: {result!r})")
         await asyncio.sleep(interval)
 
 
