@@ -17,14 +17,17 @@ from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
 
 
-@dataclass(frozen=True)
 class ItemError(Exception):
     """Why one notification was refused: becomes a 4xx (or a batch item's error)."""
 
-    code: str
-    message: str
-    field: str | None = None
-    status_code: int = 422
+    def __init__(
+        self, code: str, message: str, field: str | None = None, status_code: int = 422
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.status_code = status_code
 
 
 @dataclass(frozen=True)

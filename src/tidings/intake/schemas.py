@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 import zoneinfo
@@ -38,6 +39,16 @@ def _timezone(value: str) -> str:
     return value
 
 
+def _strict_json(value: dict[str, Any]) -> dict[str, Any]:
+    # Python's JSON parser accepts NaN and Infinity; no database JSON type does.
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError("NaN and Infinity are not valid JSON numbers") from None
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_strict_json)]
 Phone = Annotated[str, AfterValidator(_e164)]
 TimeZone = Annotated[str, AfterValidator(_timezone)]
 Locale = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")]
@@ -63,7 +74,7 @@ class NotificationIn(ApiModel):
     type: TypeName
     user_id: UserId | None = None
     to: Recipient | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JsonObject = Field(default_factory=dict)
     channels: list[Channel] | None = Field(default=None, min_length=1)
     priority: Priority | None = None
     locale: Locale | None = None
@@ -135,7 +146,7 @@ class UserIn(ApiModel):
     phone: Phone | None = None
     timezone: TimeZone | None = None
     locale: Locale | None = None
-    attributes: dict[str, Any] | None = None
+    attributes: JsonObject | None = None
 
 
 class UserOut(UserIn):
@@ -153,6 +164,8 @@ class DeviceIn(ApiModel):
 class DeviceOut(DeviceIn):
     active: bool
     deactivated_reason: str | None = None
+    created_at: datetime
+    updated_at: datetime
 
 
 class HistoryEntry(ApiModel):
