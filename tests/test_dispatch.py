@@ -253,3 +253,24 @@ async def test_unknown_delivery_outcome_does_not_touch_other_rows(service: Servi
     await write_outcomes(service.db, [Outcome(uuid.uuid4(), 1, Status.SENT, 1)], utcnow())
     async with service.db.engine.connect() as conn:
         assert await conn.scalar(sa.select(sa.func.count()).select_from(delivery)) == 0
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_high_wakes_a_dispatcher_in_another_process_via_notify(
+    client: httpx.AsyncClient, settings: Any
+) -> None:
+    await put_type(client, "otp", priority="high", channels=("email",))
+    settings.lanes.high.poll_interval = 30  # only LISTEN/NOTIFY can wake it in time
+    other = Service.from_settings(settings)  # its own Wakeup: like another process
+    provider = ScriptedProvider()
+    try:
+        async with running_dispatcher(other, provider):
+            await asyncio.sleep(0.5)  # let it connect, LISTEN and go idle
+            started = asyncio.get_running_loop().time()
+            response = await post(client, {"type": "otp", "to": {"email": "a@example.com"}})
+            assert response.status_code == 202
+            await eventually(lambda: provider.completed, within=5, interval=0.005)
+            waited = asyncio.get_running_loop().time() - started
+    finally:
+        await other.close()
+    assert waited < 2, f"HIGH waited {waited:.2f}s: the NOTIFY did not wake the lane"
