@@ -1,0 +1,139 @@
+"""The command line as a new user meets it: --help, serve, send, status, migrate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from tests.helpers import eventually
+from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tidings.cli import app
+
+COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_top_level_help_lists_the_commands() -> None:
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert command in result.output
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tidings", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_migrate_creates_the_default_sqlite_database(tmp_path: Path) -> None:
+    result = run_cli("migrate", cwd=tmp_path, env=tidings_env())
+    assert result.returncode == 0, result.stderr
+    assert "schema at revision" in result.stdout
+    assert (tmp_path / "tidings.db").exists()
+
+
+@pytest.mark.slow
+async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Path) -> None:
+    """The README's first steps: serve on the defaults, register a type, POST, see the file."""
+    port = free_port()
+    env = tidings_env()  # the defaults: ./tidings.db and ./outbox in the working directory
+    base = f"http://127.0.0.1:{port}"
+    with tidings_processes(env, tmp_path) as processes:
+        server = processes.start("serve", ["serve", "--port", str(port)])
+        await wait_ready(base, server)
+        async with httpx.AsyncClient(base_url=base) as client:
+            kind = {"category": "transactional", "priority": "normal", "channels": ["email"]}
+            assert (await client.put("/v1/types/order.confirmed", json=kind)).status_code == 200
+            response = await client.post(
+                "/v1/notifications",
+                headers={"Idempotency-Key": "order-42"},
+                json={
+                    "type": "order.confirmed",
+                    "to": {"email": "ana@example.com"},
+                    "data": {"order": 42},
+                },
+            )
+            assert response.status_code == 202
+            delivery_id = response.json()["deliveries"][0]["id"]
+            written = tmp_path / "outbox" / "email" / f"{delivery_id}.json"
+            await eventually(written.exists, within=1.0, interval=0.01)
+            message = json.loads(written.read_text())
+            assert (message["address"], message["data"]) == ("ana@example.com", {"order": 42})
+            url = f"/v1/notifications/{response.json()['id']}"
+
+            async def shown_sent() -> bool:
+                shown = (await client.get(url)).json()
+                return bool(shown["deliveries"][0]["status"] == "SENT")
+
+            await eventually(shown_sent, within=1.0)
+
+        sent = run_cli(
+            "send",
+            "--type",
+            "order.confirmed",
+            "--email",
+            "bob@example.com",
+            "--data",
+            '{"order": 43}',
+            "--url",
+            base,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        notification_id = sent.stdout.strip()
+
+        async def shows_sent() -> bool:
+            status = run_cli(
+                "status", notification_id, "--json", "--url", base, cwd=tmp_path, env=env
+            )
+            return json.loads(status.stdout)["deliveries"][0]["status"] == "SENT"
+
+        await eventually(shows_sent, within=10)
+        table = run_cli("status", notification_id, "--url", base, cwd=tmp_path, env=env)
+        assert "SENT" in table.stdout and "b***@example.com" in table.stdout
+
+        refused = run_cli(
+            "send",
+            "--type",
+            "nope",
+            "--email",
+            "a@example.com",
+            "--url",
+            base,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert refused.returncode == 1
+        assert "unknown_type" in refused.stdout
+        assert server.stop() == 0
+
+
+def test_send_reports_bad_json_and_unreachable_api(tmp_path: Path) -> None:
+    env = tidings_env()
+    bad = run_cli("send", "--type", "t", "--data", "{oops", cwd=tmp_path, env=env)
+    assert bad.returncode == 1 and "--data is not valid JSON" in bad.stdout
+    port = free_port()
+    down = run_cli(
+        "send", "--type", "t", "--url", f"http://127.0.0.1:{port}", cwd=tmp_path, env=env
+    )
+    assert down.returncode == 1 and "cannot reach" in down.stdout
