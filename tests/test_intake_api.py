@@ -172,3 +172,20 @@ async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
+
+
+async def test_openapi_documents_every_endpoint(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/docs")).status_code == 200
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for path in (
+        "/v1/notifications",
+        "/v1/notifications/batch",
+        "/v1/notifications/{notification_id}",
+        "/v1/types/{name}",
+        "/v1/users/{user_id}",
+        "/v1/devices",
+        "/v1/devices/{token}",
+        "/healthz",
+        "/readyz",
+    ):
+        assert path in paths
