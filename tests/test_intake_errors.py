@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -200,3 +201,24 @@ async def test_nan_and_infinity_in_data_are_refused(client: httpx.AsyncClient) -
     )
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == "data"
+
+
+async def test_unreachable_database_is_503_not_500(tmp_path: Path) -> None:
+    from tests.processes import free_port
+    from tidings.intake.app import create_app
+    from tidings.service import Service
+    from tidings.settings import Settings
+
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    service = Service.from_settings(Settings(database_url=url, outbox_dir=tmp_path))
+    transport = httpx.ASGITransport(app=create_app(service))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await post(client, email_to())
+            ready = await client.get("/readyz")
+    finally:
+        await service.close()
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "1"
+    assert response.json()["error"]["code"] == "database_unavailable"
+    assert ready.status_code == 503

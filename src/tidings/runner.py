@@ -32,7 +32,7 @@ class _Server(uvicorn.Server):
 async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -> None:
     """Run until SIGTERM or SIGINT, then stop taking work and finish what is in flight."""
     service = Service.from_settings(settings)
-    providers = providers_from_settings(settings.providers, settings.outbox_dir)
+    providers = providers_from_settings(settings.providers, settings.outbox_dir) if dispatch else {}
     stop = asyncio.Event()
     jobs: list[Coroutine[Any, Any, None]] = []
     server: _Server | None = None
@@ -54,9 +54,11 @@ async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -
         _on_signals(stop, server)
         await asyncio.gather(*jobs)
     finally:
-        for provider in set(providers.values()):
-            await provider.close()
-        await service.close()
+        try:
+            for provider in {id(p): p for p in providers.values()}.values():
+                await provider.close()
+        finally:
+            await service.close()
 
 
 def _on_signals(stop: asyncio.Event, server: uvicorn.Server | None) -> None:

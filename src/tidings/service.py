@@ -17,7 +17,9 @@ class Service:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
-        return cls(settings=settings, db=connect(settings.database_url))
+        return cls(
+            settings=settings, db=connect(settings.database_url, settings.database_pool_size)
+        )
 
     async def close(self) -> None:
         await self.db.dispose()

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     )
 
     database_url: str = "sqlite:///./tidings.db"
+    # Connections per process (PostgreSQL); the pool may open as many again under bursts.
+    database_pool_size: int = Field(default=10, ge=1, le=200)
     outbox_dir: Path = Path("./outbox")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

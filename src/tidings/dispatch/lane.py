@@ -21,6 +21,9 @@ from tidings.store.engine import Database
 
 log = logging.getLogger(__name__)
 
+# How long a busy lane waits for more free slots before claiming for just a few.
+GATHER_SECONDS = 0.002
+
 
 @dataclass(frozen=True)
 class LaneContext:
@@ -43,6 +46,7 @@ class Lane:
         self.context = context
         self._tasks: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
+        self._min_claim = max(1, min(settings.concurrency, settings.claim_batch) // 4)
 
     @property
     def in_flight(self) -> int:
@@ -56,6 +60,10 @@ class Lane:
                 await _first_of(self._slot_freed.wait(), stop.wait())
                 self._slot_freed.clear()
                 continue
+            if self.in_flight and free < self._min_claim:
+                # Busy: let a few more slots free up so that one claim fills several.
+                await _first_of(asyncio.sleep(GATHER_SECONDS), stop.wait())
+                free = self.settings.concurrency - self.in_flight
             claimed = await self._claim(min(free, self.settings.claim_batch))
             for delivery in claimed:
                 self._start(delivery)

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -51,6 +52,31 @@ def validation_message(error: dict[str, Any]) -> str:
     return f"{field}: {message}" if field else message
 
 
+# SQLSTATE classes that mean "the database cannot serve us now": connection exceptions,
+# insufficient resources (too many connections), operator intervention (shutting down).
+_UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+def database_unavailable(exc: sa.exc.DBAPIError) -> bool:
+    if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
+        return True
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    return isinstance(state, str) and state[:2] in _UNAVAILABLE_CLASSES
+
+
+def _unavailable_response(exc: Exception) -> JSONResponse:
+    # Committed or not, a retry with the same Idempotency-Key is safe.
+    log.warning("database unavailable: %s", type(exc).__name__)
+    return error_response(
+        503,
+        "database_unavailable",
+        "the database is unavailable; retry with the same Idempotency-Key",
+        headers={"Retry-After": "1"},
+    )
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -73,6 +99,20 @@ def install(app: FastAPI) -> None:
             exc.status_code, "http_error"
         )
         return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(sa.exc.DBAPIError)
+    async def _database(_request: Request, exc: sa.exc.DBAPIError) -> JSONResponse:
+        if not database_unavailable(exc):
+            return await _unexpected(_request, exc)
+        return _unavailable_response(exc)
+
+    @app.exception_handler(sa.exc.TimeoutError)
+    async def _pool_timeout(_request: Request, exc: sa.exc.TimeoutError) -> JSONResponse:
+        return _unavailable_response(exc)
+
+    @app.exception_handler(OSError)
+    async def _os_error(_request: Request, exc: OSError) -> JSONResponse:
+        return _unavailable_response(exc)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:

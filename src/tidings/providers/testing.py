@@ -113,7 +113,7 @@ class ScriptedProvider:
         return None
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity, like every provider
 class RecordingProvider:
     """Appends one line per send to a file, so a test can count sends across processes
     (the line is in the kernel's page cache once ``write`` returns, so SIGKILL keeps it)."""

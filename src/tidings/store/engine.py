@@ -39,7 +39,7 @@ class Database:
         await self.engine.dispose()
 
 
-def connect(url: str, pool_size: int = 20) -> Database:
+def connect(url: str, pool_size: int = 10) -> Database:
     target = async_url(url)
     if target.get_backend_name() == "sqlite":
         return Database(_sqlite_engine(target))
