@@ -1,0 +1,135 @@
+"""The raw baselines: the same rows inserted, claimed and marked sent with plain SQL through
+asyncpg, in the bench process, with no HTTP and no tidings code in the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+
+import asyncpg
+
+from bench.accept import chunks
+from bench.workload import (
+    DELIVERY_COLUMNS,
+    DELIVERY_TYPES,
+    NOTIFICATION_COLUMNS,
+    NOTIFICATION_TYPES,
+    PRIORITY,
+    Item,
+    rows,
+)
+from tidings.clock import utcnow
+
+
+def _insert_one(table: str, columns: Sequence[str]) -> str:
+    placeholders = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})"
+
+
+def _insert_many(table: str, columns: Sequence[str], types: Sequence[str]) -> str:
+    arrays = ", ".join(f"${i}::{kind}[]" for i, kind in enumerate(types, start=1))
+    return f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
+
+
+_IDEMPOTENT = " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
+INSERT_NOTIFICATION = _insert_one("notification", NOTIFICATION_COLUMNS) + _IDEMPOTENT
+INSERT_DELIVERY = _insert_one("delivery", DELIVERY_COLUMNS)
+INSERT_NOTIFICATIONS = (
+    _insert_many("notification", NOTIFICATION_COLUMNS, NOTIFICATION_TYPES) + _IDEMPOTENT
+)
+INSERT_DELIVERIES = _insert_many("delivery", DELIVERY_COLUMNS, DELIVERY_TYPES)
+
+
+async def insert_singles(pool: asyncpg.Pool, items: Sequence[Item], concurrency: int) -> float:
+    """One transaction per item (notification + delivery) from ``concurrency`` connections."""
+    queue = iter(items)
+
+    async def worker() -> None:
+        async with pool.acquire() as conn:
+            for item in queue:
+                notification, delivery = rows(item, utcnow())
+                async with conn.transaction():
+                    await conn.execute(INSERT_NOTIFICATION, *notification)
+                    await conn.execute(INSERT_DELIVERY, *delivery)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started
+
+
+async def insert_batch(conn: asyncpg.Connection, batch: Sequence[Item]) -> None:
+    """One transaction: a multi-row insert of the notifications, then of their deliveries."""
+    now = utcnow()
+    pairs = [rows(item, now) for item in batch]
+    notification_columns = list(zip(*(n for n, _ in pairs), strict=True))
+    delivery_columns = list(zip(*(d for _, d in pairs), strict=True))
+    async with conn.transaction():
+        await conn.execute(INSERT_NOTIFICATIONS, *notification_columns)
+        await conn.execute(INSERT_DELIVERIES, *delivery_columns)
+
+
+async def insert_batches(
+    pool: asyncpg.Pool, items: Sequence[Item], size: int, concurrency: int
+) -> float:
+    """Batches of ``size``, one transaction each, from ``concurrency`` connections."""
+    queue = chunks(items, size)
+
+    async def worker() -> None:
+        async with pool.acquire() as conn:
+            for batch in queue:
+                await insert_batch(conn, batch)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started
+
+
+# The same claim as tidings' (DESIGN.md §4): due PENDING rows of one priority, oldest first,
+# skipping rows another claimer holds, moved to SENDING with a lease and the attempt
+# counted, returning what a send needs (the delivery and its notification's type and data).
+CLAIM = """
+WITH due AS (
+    SELECT id FROM delivery
+    WHERE status = 'PENDING' AND priority = $1 AND next_attempt_at <= $2
+    ORDER BY next_attempt_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE delivery
+SET status = 'SENDING', attempts = delivery.attempts + 1, lease_until = $4, updated_at = $2
+FROM due, notification
+WHERE delivery.id = due.id AND notification.id = delivery.notification_id
+RETURNING delivery.id, delivery.notification_id, delivery.channel, delivery.address,
+    delivery.priority, delivery.category, delivery.attempts, delivery.created_at,
+    notification.type, notification.data, notification.locale, notification.user_id
+"""
+
+MARK_SENT = """
+UPDATE delivery
+SET status = 'SENT', provider = 'noop', sent_at = $2, lease_until = NULL, updated_at = $2
+WHERE id = ANY($1::uuid[]) AND status = 'SENDING'
+"""
+
+
+async def claim_and_send(
+    pool: asyncpg.Pool, batch: int, claimers: int, lease: float = 60.0
+) -> float:
+    """Claim ``batch`` due rows at a time from ``claimers`` loops and mark each batch SENT,
+    until none is left; seconds taken."""
+
+    async def claimer() -> None:
+        async with pool.acquire() as conn:
+            while True:
+                now = utcnow()
+                claimed = await conn.fetch(
+                    CLAIM, PRIORITY, now, batch, now + timedelta(seconds=lease)
+                )
+                if not claimed:
+                    return
+                await conn.execute(MARK_SENT, [row["id"] for row in claimed], utcnow())
+
+    started = time.perf_counter()
+    await asyncio.gather(*(claimer() for _ in range(claimers)))
+    return time.perf_counter() - started

@@ -1,0 +1,194 @@
+"""Medians, ratios and the table: printed, and written to docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import tidings
+
+
+@dataclass
+class Measurement:
+    """One row of the table: tidings and its raw baseline, one sample per repetition."""
+
+    name: str
+    workload: str
+    baseline_how: str
+    unit: str
+    target: float | None  # the least acceptable tidings / baseline ratio; None: report only
+    tidings: list[float] = field(default_factory=list)
+    baseline: list[float] = field(default_factory=list)
+
+    @property
+    def tidings_median(self) -> float:
+        return statistics.median(self.tidings)
+
+    @property
+    def baseline_median(self) -> float:
+        return statistics.median(self.baseline)
+
+    @property
+    def ratio(self) -> float:
+        return self.tidings_median / self.baseline_median
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.target is None else self.ratio >= self.target
+
+    @property
+    def verdict(self) -> str:
+        return {None: "report only", True: "pass", False: "FAIL"}[self.passed]
+
+    @property
+    def target_text(self) -> str:
+        return "-" if self.target is None else f">= {self.target:.0%}"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    command: str
+    started: datetime
+    seconds: float
+    repeat: int
+    postgres: dict[str, str]
+    settings: dict[str, str]
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def table(measurements: Sequence[Measurement]) -> str:
+    """The results as a Markdown table (also readable as plain text)."""
+    lines = [
+        "| measurement | tidings | raw baseline | ratio | target | result |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for m in measurements:
+        lines.append(
+            f"| {m.name} ({m.unit}) | {_rate(m.tidings_median)} | {_rate(m.baseline_median)} "
+            f"| {m.ratio:.0%} | {m.target_text} | {m.verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def _samples(measurements: Sequence[Measurement]) -> str:
+    lines = ["| measurement | tidings runs | baseline runs |", "|---|---|---|"]
+    for m in measurements:
+        ours = ", ".join(_rate(v) for v in m.tidings)
+        theirs = ", ".join(_rate(v) for v in m.baseline)
+        lines.append(f"| {m.name} | {ours} | {theirs} |")
+    return "\n".join(lines)
+
+
+def _workloads(measurements: Sequence[Measurement]) -> str:
+    return "\n".join(
+        f"- **{m.name}**: {m.workload}\n  Baseline: {m.baseline_how}" for m in measurements
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _git_revision() -> str:
+    def git(*args: str) -> str:
+        result = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return result.stdout.strip()
+
+    revision = git("rev-parse", "--short", "HEAD") or "unknown"
+    return f"{revision} (with uncommitted changes)" if git("status", "--porcelain") else revision
+
+
+def machine() -> dict[str, str]:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "CPUs (nproc)": f"{cpus} x {_cpu_model()}",
+        "OS": f"{platform.system()} {platform.release()}",
+        "Python": platform.python_version(),
+        "tidings": f"{tidings.__version__}, commit {_git_revision()}",
+    }
+
+
+def _facts(info: RunInfo) -> str:
+    pg = info.postgres
+    postgres = (
+        f"PostgreSQL {pg.get('server_version', '?')} on 127.0.0.1 (synchronous_commit="
+        f"{pg.get('synchronous_commit', '?')}, fsync={pg.get('fsync', '?')}, shared_buffers="
+        f"{pg.get('shared_buffers', '?')})"
+    )
+    facts = {
+        "Date": info.started.strftime("%Y-%m-%d %H:%M UTC"),
+        **machine(),
+        "Database": postgres,
+        "Run time": f"{info.seconds:.0f} s",
+        "Repetitions": f"{info.repeat} per row, tidings and baseline alternating; medians",
+        **info.settings,
+    }
+    return "\n".join(f"- {name}: {value}" for name, value in facts.items())
+
+
+def document(measurements: Sequence[Measurement], info: RunInfo) -> str:
+    return f"""# Benchmarks
+
+Written by `bench/` (`make bench`); do not edit by hand, run the command again.
+
+Each row compares tidings with a raw baseline measured in the same run, in the same process,
+against the same PostgreSQL database: the same rows inserted, claimed and marked sent with
+plain SQL through asyncpg, with no HTTP and no tidings code. Each figure is the median over
+the repetitions; the ratio is tidings' median over the baseline's. The tables are emptied
+before every run. Machines are noisy: read the ratios, not the absolute figures.
+
+Command (from the repository root):
+
+```
+{info.command}
+```
+
+{table(measurements)}
+
+## Setup
+
+{_facts(info)}
+
+## What each row measures
+
+{_workloads(measurements)}
+
+## Caveats
+
+- Everything shares one machine: the `tidings api` process, the bench process (HTTP
+  clients, dispatcher, baselines) and PostgreSQL. During the single-request row the 32 httpx
+  clients spend about 1 ms of CPU per request that the API process cannot use; the baseline
+  has no such cost. Other work on the machine shows in the load average above.
+- The dispatcher lane claims at most `concurrency - in flight` rows per claim, so the bench's
+  defaults give the NORMAL lane a concurrency equal to its claim batch; at tidings' defaults
+  (concurrency 16, claim_batch 100) each claim would take 16 rows.
+- Absolute figures are for this machine only; compare ratios across runs.
+
+## Every run
+
+{_samples(measurements)}
+"""
+
+
+def write(path: Path, measurements: Sequence[Measurement], info: RunInfo) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(document(measurements, info))
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
