@@ -45,7 +45,7 @@ async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -
                 host=settings.host,
                 port=settings.port,
                 lifespan="off",
-                log_level="info",
+                access_log=settings.access_log,
             )
             server = _Server(config)
             jobs.append(server.serve())

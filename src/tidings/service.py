@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidings.catalog import TypeCatalog
 from tidings.dispatch.wakeup import Wakeup
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
@@ -14,12 +15,15 @@ class Service:
     settings: Settings
     db: Database
     wakeup: Wakeup = field(default_factory=Wakeup)
+    types: TypeCatalog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.types = TypeCatalog(self.db)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:
-        return cls(
-            settings=settings, db=connect(settings.database_url, settings.database_pool_size)
-        )
+        db = connect(settings.database_url, settings.database_pool_size)
+        return cls(settings=settings, db=db)
 
     async def close(self) -> None:
         await self.db.dispose()

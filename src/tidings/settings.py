@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     namespace: str = "default"
+    # One log line per HTTP request; off by default (paths can carry user ids and tokens).
+    access_log: bool = False
 
     # Which provider sends each channel: "sink" (files under outbox_dir), "noop",
     # or "record:<path>[?delay_ms=N]" (appends each call to a file; for tests and demos).

@@ -36,7 +36,7 @@ class Dispatcher:
             db=service.db,
             providers=providers,
             writer=self.writer,
-            types=TypeCache(service.db, retry),
+            types=TypeCache(service.types, retry),
             wakeup=service.wakeup,
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,

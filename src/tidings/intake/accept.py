@@ -36,7 +36,7 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
 
 async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeContext:
     settings = service.settings
-    types = await registry.get_types(service.db, {item.type for item in items})
+    types = await service.types.get({item.type for item in items})
     users = await registry.get_users(service.db, user_ids(items))
     device_users = {
         item.user_id for item in items if item.user_id and needs_devices(item, types.get(item.type))

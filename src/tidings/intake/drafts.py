@@ -43,11 +43,15 @@ class IntakeContext:
     send_at_tolerance: float = 60.0
 
 
-def request_hash(item: NotificationIn) -> str:
-    """A digest of the request body as understood, so formatting does not matter."""
-    body = item.model_dump(mode="json", exclude={"idempotency_key"}, exclude_none=True)
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def canonical_data(item: NotificationIn) -> str:
+    """``data`` as JSON with sorted keys: what is stored, hashed and size-checked."""
+    return json.dumps(item.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_hash(item: NotificationIn, data_json: str) -> str:
+    """A digest of the request as understood, so whitespace and key order do not matter."""
+    envelope = item.model_dump_json(exclude={"idempotency_key", "data"}, exclude_none=True)
+    return hashlib.sha256(f"{envelope}\n{data_json}".encode()).hexdigest()
 
 
 def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> NotificationDraft:
@@ -58,19 +62,21 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
             "unknown_type", f"notification type {item.type!r} is not registered", "type"
         )
     priority = _priority(item, kind)
-    _check_data_size(item, context.max_data_bytes)
+    data_json = canonical_data(item)
+    _check_data_size(data_json, context.max_data_bytes)
     send_at = _send_at(item, context)
     deliveries = _deliveries(item, kind, context)
     return NotificationDraft(
         id=new_id(),
         namespace=context.namespace,
         idempotency_key=key,
-        request_hash=request_hash(item),
+        request_hash=request_hash(item, data_json),
         type=item.type,
         category=kind["category"],
         priority=priority,
         user_id=item.user_id,
         data=item.data,
+        data_json=data_json,
         locale=item.locale or _user_field(item, context, "locale"),
         send_at=send_at,
         deliveries=deliveries,
@@ -91,8 +97,8 @@ def _priority(item: NotificationIn, kind: dict[str, Any]) -> Priority:
     return item.priority
 
 
-def _check_data_size(item: NotificationIn, limit: int) -> None:
-    size = len(json.dumps(item.data, separators=(",", ":")).encode())
+def _check_data_size(data_json: str, limit: int) -> None:
+    size = len(data_json.encode())
     if size > limit:
         raise ItemError("data_too_large", f"data is {size} bytes; the limit is {limit}", "data")
 

@@ -15,11 +15,8 @@ from tidings.intake.errors import error_response, field_name, validation_message
 from tidings.intake.masking import mask_address
 from tidings.intake.schemas import (
     BatchItemIn,
-    BatchItemResult,
     BatchResult,
-    DeliveryAccepted,
     DeliveryOut,
-    ErrorBody,
     ErrorResponse,
     HistoryEntry,
     IdempotencyKey,
@@ -55,13 +52,13 @@ def _conflict_error(result: KeyConflict) -> ItemError:
     )
 
 
-def _accepted_body(result: Accepted) -> NotificationAccepted:
-    return NotificationAccepted(
-        id=result.notification_id,
-        deliveries=[
-            DeliveryAccepted(id=d.id, channel=d.channel, status=d.status) for d in result.deliveries
-        ],
-    )
+# Answers are built as plain JSON (shaped as NotificationAccepted and BatchResult, which
+# document them): validating 1,000 response models per batch cost a tenth of its time.
+def _accepted_json(result: Accepted) -> dict[str, Any]:
+    deliveries = [
+        {"id": str(d.id), "channel": d.channel, "status": d.status} for d in result.deliveries
+    ]
+    return {"id": str(result.notification_id), "status": "accepted", "deliveries": deliveries}
 
 
 @router.post("", status_code=202, response_model=NotificationAccepted, responses=_ERRORS)
@@ -76,9 +73,8 @@ async def create_notification(
         raise result
     if isinstance(result, KeyConflict):
         raise _conflict_error(result)
-    answer = _accepted_body(result)
     headers = {"Idempotent-Replayed": "true"} if result.replayed else None
-    return JSONResponse(answer.model_dump(mode="json", by_alias=True), 202, headers=headers)
+    return JSONResponse(_accepted_json(result), 202, headers=headers)
 
 
 _batch_item = TypeAdapter(BatchItemIn)
@@ -90,7 +86,7 @@ async def create_batch(
     notifications: Annotated[
         list[dict[str, Any]], Body(embed=True, max_length=MAX_BATCH, min_length=1)
     ],
-) -> BatchResult:
+) -> Any:
     """Accept up to 1,000 notifications in one transaction; a result per item, in order."""
     parsed: list[BatchItemIn | ItemError] = [_parse_item(raw) for raw in notifications]
     valid = [(i.idempotency_key, i) for i in parsed if isinstance(i, BatchItemIn)]
@@ -99,7 +95,7 @@ async def create_batch(
         _batch_result(index, next(accepted) if isinstance(item, BatchItemIn) else item)
         for index, item in enumerate(parsed)
     ]
-    return BatchResult(results=results)
+    return JSONResponse({"results": results})
 
 
 def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:
@@ -112,14 +108,13 @@ def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:
         )
 
 
-def _batch_result(index: int, result: ItemResult) -> BatchItemResult:
+def _batch_result(index: int, result: ItemResult) -> dict[str, Any]:
     if isinstance(result, KeyConflict):
         result = _conflict_error(result)
     if isinstance(result, ItemError):
-        error = ErrorBody(code=result.code, message=result.message, field=result.field)
-        return BatchItemResult(index=index, status="error", error=error)
-    body = _accepted_body(result)
-    return BatchItemResult(index=index, id=body.id, status="accepted", deliveries=body.deliveries)
+        error = {"code": result.code, "message": result.message, "field": result.field}
+        return {"index": index, "status": "error", "error": error}
+    return {"index": index, **_accepted_json(result)}
 
 
 @router.get(

@@ -35,9 +35,10 @@ def _service(request: Request) -> Service:
 @router.put("/types/{name}", response_model=TypeOut, responses=_INVALID)
 async def put_type(request: Request, name: Annotated[TypeName, Path()], body: TypeIn) -> Any:
     """Create or replace a notification type."""
-    db = _service(request).db
-    await registry.put_type(db, _type_row(name, body), utcnow())
-    return _type_out((await registry.get_types(db, [name]))[name])
+    service = _service(request)
+    await registry.put_type(service.db, _type_row(name, body), utcnow())
+    service.types.invalidate()
+    return _type_out((await registry.get_types(service.db, [name]))[name])
 
 
 @router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND)

@@ -8,9 +8,10 @@ again cannot overwrite the newer attempt.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -90,21 +91,31 @@ async def claim_due(
     return await _claim_sqlite(db, priority, limit, now, lease_until)
 
 
+# Concurrent dispatchers skip each other's locked rows. Plain SQL through asyncpg: this runs
+# for every delivery, and asyncpg prepares it once per connection.
+_PG_CLAIM = """
+WITH due AS (
+    SELECT id FROM delivery
+    WHERE status = 'PENDING' AND priority = $1 AND next_attempt_at <= $2
+    ORDER BY next_attempt_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE delivery AS d
+SET status = 'SENDING', attempts = d.attempts + 1, lease_until = $4, updated_at = $2
+FROM due, notification AS n
+WHERE d.id = due.id AND n.id = d.notification_id
+RETURNING d.id, d.notification_id, d.channel, d.address, d.priority, d.category, d.attempts,
+          d.created_at, n.type, n.data, n.locale, n.user_id
+"""
+
+
 async def _claim_postgres(
     db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
 ) -> list[ClaimedDelivery]:
-    # WITH due AS (SELECT id ... FOR UPDATE SKIP LOCKED) UPDATE delivery ... FROM due,
-    # notification RETURNING ...: concurrent dispatchers skip each other's rows.
-    due = _due(priority, now, limit).with_for_update(skip_locked=True).cte("due")
-    statement = (
-        sa.update(delivery)
-        .where(delivery.c.id == due.c.id, notification.c.id == delivery.c.notification_id)
-        .values(_claim_values(now, lease_until))
-        .returning(*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS)
-    )
-    async with db.engine.begin() as conn:
-        rows = (await conn.execute(statement)).all()
-    return [ClaimedDelivery(**row._asdict()) for row in rows]
+    async with db.asyncpg() as conn:
+        rows = await conn.fetch(_PG_CLAIM, priority.value, now, limit, lease_until)
+    return [ClaimedDelivery(*row) for row in rows]
 
 
 async def _claim_sqlite(
@@ -183,22 +194,80 @@ _write_outcome = (
 )
 
 
+# One statement per batch: the outcomes travel as arrays (one Bind message, not one per row).
+_PG_WRITE_OUTCOMES = """
+UPDATE delivery AS d
+SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_attempt_at,
+    provider = o.provider, provider_msg_id = o.provider_msg_id, last_error = o.last_error,
+    failure_kind = o.failure_kind, skip_reason = o.skip_reason, sent_at = o.sent_at,
+    lease_until = NULL, updated_at = $12
+FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::timestamptz[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+    AS o(id, claimed, status, attempts, next_attempt_at, provider, provider_msg_id, last_error,
+         failure_kind, skip_reason, sent_at)
+WHERE d.id = o.id AND d.status = 'SENDING' AND d.attempts = o.claimed
+"""
+# Small enough that PostgreSQL keeps to the primary key index rather than a hash join.
+_PG_OUTCOME_CHUNK = 250
+_PG_INSERT_EVENT = """
+INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $3, $4, $5)
+"""
+
+
 async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
     """Write a batch of outcomes in one transaction, with their events."""
     if not outcomes:
         return
-    params = [_outcome_params(outcome, now) for outcome in outcomes]
     events = [_event_row(o.delivery_id, o.event, now, o.event_detail) for o in outcomes if o.event]
+    if db.is_postgres:
+        await _write_outcomes_postgres(db, outcomes, events, now)
+        return
     async with db.engine.begin() as conn:
-        await conn.execute(_write_outcome, params)
+        await conn.execute(_write_outcome, [_outcome_params(o, now) for o in outcomes])
         if events:
             await conn.execute(sa.insert(delivery_event), events)
 
 
+async def _write_outcomes_postgres(
+    db: Database, outcomes: Sequence[Outcome], events: list[dict[str, Any]], now: datetime
+) -> None:
+    rows = [(o.delivery_id, o.claimed_attempts, *_outcome_values(o)) for o in outcomes]
+    chunks = [rows[i : i + _PG_OUTCOME_CHUNK] for i in range(0, len(rows), _PG_OUTCOME_CHUNK)]
+    async with db.asyncpg() as conn:
+        if len(chunks) == 1 and not events:  # the usual case: one statement, atomic alone
+            await conn.execute(_PG_WRITE_OUTCOMES, *zip(*chunks[0], strict=True), now)
+            return
+        async with conn.transaction():
+            for chunk in chunks:
+                await conn.execute(_PG_WRITE_OUTCOMES, *zip(*chunk, strict=True), now)
+            if events:
+                await conn.executemany(
+                    _PG_INSERT_EVENT,
+                    [
+                        (e["id"], e["delivery_id"], e["kind"], e["at"], json.dumps(e["detail"]))
+                        for e in events
+                    ],
+                )
+
+
+def _outcome_values(outcome: Outcome) -> tuple[Any, ...]:
+    """The values of ``_OUTCOME_FIELDS``, in that order."""
+    return (
+        outcome.status.value,
+        outcome.attempts,
+        outcome.next_attempt_at,
+        outcome.provider,
+        outcome.provider_msg_id,
+        outcome.last_error,
+        outcome.failure_kind,
+        outcome.skip_reason,
+        outcome.sent_at,
+    )
+
+
 def _outcome_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
-    values = asdict(outcome)
-    params = {f"b_{name}": values[name] for name in _OUTCOME_FIELDS}
-    params["b_status"] = outcome.status.value
+    values = zip(_OUTCOME_FIELDS, _outcome_values(outcome), strict=True)
+    params = {f"b_{name}": value for name, value in values}
     params.update(b_id=outcome.delivery_id, b_claimed=outcome.claimed_attempts, b_now=now)
     return params
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,8 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.dialects import sqlite
 
 from tidings.priorities import Priority
 from tidings.states import Status
@@ -45,6 +45,7 @@ class NotificationDraft:
     locale: str | None
     send_at: datetime | None
     deliveries: list[DeliveryDraft] = field(default_factory=list)
+    data_json: str = ""  # ``data`` serialised, when the caller has it already
 
 
 @dataclass(frozen=True)
@@ -75,43 +76,122 @@ AcceptResult = Accepted | KeyConflict
 async def accept(
     db: Database, drafts: Sequence[NotificationDraft], now: datetime
 ) -> list[AcceptResult]:
-    """Insert ``drafts`` in one transaction; one result per draft, in order.
+    """Insert ``drafts`` (with their deliveries) in one transaction; one result per draft.
 
     A draft whose (namespace, idempotency key) exists already is answered from the stored
     notification: the same answer when the request hash matches, a conflict when not. Two
     concurrent requests with one key serialise on the unique index, so both see one row.
     """
-    async with db.engine.begin() as conn:
-        inserted = await _insert_notifications(conn, db, drafts, now)
-        new = [draft for draft in drafts if draft.id in inserted]
-        await _insert_deliveries(conn, new, now)
-        existing = await _existing(conn, [d for d in drafts if d.id not in inserted])
-        if db.is_postgres and any(_wakes_high(draft) for draft in new):
-            await conn.execute(sa.select(sa.func.pg_notify(WAKEUP_CHANNEL, Priority.HIGH.value)))
+    # Sorted by key so two batches sharing keys lock them in the same order (no deadlock).
+    firsts = sorted(_first_per_key(drafts), key=lambda d: (d.namespace, d.idempotency_key))
+    if not firsts:
+        return []
+    if db.is_postgres:
+        inserted = await _insert_postgres(db, firsts, now)
+    else:
+        inserted = await _insert_sqlite(db, firsts, now)
+    # Committed rows never change their key, hash or delivery ids: read them afterwards.
+    existing = await _existing(db, [d for d in drafts if d.id not in inserted])
     return [_result(draft, inserted, existing) for draft in drafts]
+
+
+async def _insert_sqlite(
+    db: Database, drafts: Sequence[NotificationDraft], now: datetime
+) -> set[uuid.UUID]:
+    statement = sqlite.insert(notification).on_conflict_do_nothing(
+        index_elements=["namespace", "idempotency_key"]
+    )
+    async with db.engine.begin() as conn:
+        rows = [_notification_row(draft, now) for draft in drafts]
+        result = await conn.execute(statement.returning(notification.c.id), rows)
+        inserted = {row.id for row in result}
+        deliveries = _delivery_rows([d for d in drafts if d.id in inserted], now)
+        if deliveries:
+            await conn.execute(sa.insert(delivery), deliveries)
+    return inserted
+
+
+def _unnest_insert(table: str, columns: dict[str, str], suffix: str = "") -> str:
+    """``INSERT INTO table SELECT ... FROM unnest(<one array per column>)``: a whole batch in
+    one statement and one Bind message. JSON travels as text and is cast on the way in."""
+    arrays = ", ".join(
+        f"${i}::{'text' if kind == 'jsonb' else kind}[]"
+        for i, kind in enumerate(columns.values(), start=1)
+    )
+    select = ", ".join(
+        f"u.{name}::jsonb" if kind == "jsonb" else f"u.{name}" for name, kind in columns.items()
+    )
+    names = ", ".join(columns)
+    source = f"unnest({arrays}) AS u({names})"
+    return f"INSERT INTO {table} ({names}) SELECT {select} FROM {source} {suffix}"
+
+
+_PG_NOTIFICATION_COLUMNS = {
+    "id": "uuid",
+    "namespace": "text",
+    "idempotency_key": "text",
+    "request_hash": "text",
+    "type": "text",
+    "category": "text",
+    "priority": "text",
+    "user_id": "text",
+    "data": "jsonb",
+    "locale": "text",
+    "campaign_id": "uuid",
+    "send_at": "timestamptz",
+    "created_at": "timestamptz",
+}
+_PG_DELIVERY_COLUMNS = {
+    "id": "uuid",
+    "notification_id": "uuid",
+    "channel": "text",
+    "address": "text",
+    "priority": "text",
+    "category": "text",
+    "status": "text",
+    "attempts": "int",
+    "next_attempt_at": "timestamptz",
+    "lease_until": "timestamptz",
+    "skip_reason": "text",
+    "campaign_id": "uuid",
+    "created_at": "timestamptz",
+    "updated_at": "timestamptz",
+}
+_PG_INSERT_NOTIFICATIONS = _unnest_insert(
+    "notification",
+    _PG_NOTIFICATION_COLUMNS,
+    "ON CONFLICT (namespace, idempotency_key) DO NOTHING RETURNING id",
+)
+_PG_INSERT_DELIVERIES = _unnest_insert("delivery", _PG_DELIVERY_COLUMNS)
+
+
+def _columns(rows: Sequence[dict[str, Any]], names: dict[str, str]) -> list[list[Any]]:
+    return [[row[name] for row in rows] for name in names]
+
+
+async def _insert_postgres(
+    db: Database, drafts: Sequence[NotificationDraft], now: datetime
+) -> set[uuid.UUID]:
+    rows = [_notification_row(draft, now) for draft in drafts]
+    for row, draft in zip(rows, drafts, strict=True):
+        row["data"] = draft.data_json or json.dumps(draft.data)
+    async with db.asyncpg() as conn, conn.transaction():
+        found = await conn.fetch(
+            _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS)
+        )
+        inserted = {row["id"] for row in found}
+        new = [draft for draft in drafts if draft.id in inserted]
+        deliveries = _delivery_rows(new, now)
+        if deliveries:
+            await conn.execute(_PG_INSERT_DELIVERIES, *_columns(deliveries, _PG_DELIVERY_COLUMNS))
+        if any(_wakes_high(draft) for draft in new):
+            # Delivered at commit to every dispatcher that LISTENs.
+            await conn.execute("SELECT pg_notify($1, $2)", WAKEUP_CHANNEL, Priority.HIGH.value)
+    return inserted
 
 
 def _wakes_high(draft: NotificationDraft) -> bool:
     return draft.priority is Priority.HIGH and draft.send_at is None
-
-
-def _insert_statement(db: Database) -> Any:
-    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
-    return dialect_insert(notification).on_conflict_do_nothing(
-        index_elements=["namespace", "idempotency_key"]
-    )
-
-
-async def _insert_notifications(
-    conn: AsyncConnection, db: Database, drafts: Sequence[NotificationDraft], now: datetime
-) -> set[uuid.UUID]:
-    # Sorted by key so two batches sharing keys lock them in the same order (no deadlock).
-    firsts = sorted(_first_per_key(drafts), key=lambda d: (d.namespace, d.idempotency_key))
-    rows = [_notification_row(draft, now) for draft in firsts]
-    if not rows:
-        return set()
-    result = await conn.execute(_insert_statement(db).returning(notification.c.id), rows)
-    return {row.id for row in result}
 
 
 def _first_per_key(drafts: Sequence[NotificationDraft]) -> list[NotificationDraft]:
@@ -144,12 +224,8 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
     }
 
 
-async def _insert_deliveries(
-    conn: AsyncConnection, drafts: Sequence[NotificationDraft], now: datetime
-) -> None:
-    rows = [_delivery_row(draft, item, now) for draft in drafts for item in draft.deliveries]
-    if rows:
-        await conn.execute(sa.insert(delivery), rows)
+def _delivery_rows(drafts: Sequence[NotificationDraft], now: datetime) -> list[dict[str, Any]]:
+    return [_delivery_row(draft, item, now) for draft in drafts for item in draft.deliveries]
 
 
 def _delivery_row(draft: NotificationDraft, item: DeliveryDraft, now: datetime) -> dict[str, Any]:
@@ -180,7 +256,7 @@ class _Stored:
 
 
 async def _existing(
-    conn: AsyncConnection, drafts: Sequence[NotificationDraft]
+    db: Database, drafts: Sequence[NotificationDraft]
 ) -> dict[tuple[str, str], _Stored]:
     """The stored notifications (with deliveries) that the drafts' keys point to."""
     if not drafts:
@@ -192,9 +268,9 @@ async def _existing(
         notification.c.idempotency_key,
         notification.c.request_hash,
     ).where(sa.tuple_(notification.c.namespace, notification.c.idempotency_key).in_(keys))
-    found = (await conn.execute(query)).all()
-    by_notification: dict[uuid.UUID, list[AcceptedDelivery]] = {row.id: [] for row in found}
-    if found:
+    async with db.engine.connect() as conn:
+        found = (await conn.execute(query)).all()
+        by_notification: dict[uuid.UUID, list[AcceptedDelivery]] = {row.id: [] for row in found}
         rows = await conn.execute(
             sa.select(
                 delivery.c.id, delivery.c.notification_id, delivery.c.channel, delivery.c.status
@@ -202,10 +278,11 @@ async def _existing(
             .where(delivery.c.notification_id.in_(list(by_notification)))
             .order_by(delivery.c.id)
         )
-        for row in rows:
-            by_notification[row.notification_id].append(
-                AcceptedDelivery(row.id, row.channel, row.status)
-            )
+        stored = rows.all()
+    for row in stored:
+        by_notification[row.notification_id].append(
+            AcceptedDelivery(row.id, row.channel, row.status)
+        )
     return {
         (row.namespace, row.idempotency_key): _Stored(
             row.id, row.request_hash, by_notification[row.id]

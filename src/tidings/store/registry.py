@@ -42,6 +42,12 @@ async def get_types(db: Database, names: Collection[str]) -> dict[str, dict[str,
     return await _rows_by_key(db, notification_type, "name", names)
 
 
+async def all_types(db: Database) -> dict[str, dict[str, Any]]:
+    async with db.engine.connect() as conn:
+        rows = await conn.execute(sa.select(notification_type))
+        return {row.name: dict(row._mapping) for row in rows}
+
+
 async def put_user(db: Database, row: dict[str, Any], now: datetime) -> None:
     await _upsert(db, user_profile, "id", {**row, "created_at": now, "updated_at": now})
 
