@@ -45,7 +45,14 @@ class IntakeContext:
 
 def canonical_data(item: NotificationIn) -> str:
     """``data`` as JSON with sorted keys: what is stored, hashed and size-checked."""
-    return json.dumps(item.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(
+            item.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError:  # Python's parser accepts NaN and Infinity; no database JSON type does
+        raise ItemError(
+            "invalid_data", "NaN and Infinity are not valid JSON numbers", "data"
+        ) from None
 
 
 def request_hash(item: NotificationIn, data_json: str) -> str:

@@ -94,7 +94,7 @@ class NotificationIn(ApiModel):
     type: TypeName
     user_id: UserId | None = None
     to: Recipient | None = None
-    data: JsonObject = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)  # NaN is refused in drafts.py
     channels: list[Channel] | None = Field(default=None, min_length=1)
     priority: Priority | None = None
     locale: Locale | None = None
