@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from fastapi import FastAPI
 
 from tidings import __version__
 from tidings.intake import errors, routes_health, routes_notifications, routes_registry
+from tidings.intake.accept import accept
+from tidings.intake.group_commit import GroupCommit
 from tidings.intake.limits import BodySizeLimit
 from tidings.service import Service
 
@@ -18,6 +22,7 @@ def create_app(service: Service) -> FastAPI:
         description="Multi-channel notifications: accepted means durable, sent once.",
     )
     app.state.service = service
+    app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
     app.include_router(routes_notifications.router)
     app.include_router(routes_registry.router)

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from tidings.intake.accept import ItemResult, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.errors import error_response, field_name, validation_message
+from tidings.intake.group_commit import GroupCommit
 from tidings.intake.masking import mask_address
 from tidings.intake.schemas import (
     BatchItemIn,
@@ -68,7 +69,9 @@ async def create_notification(
     idempotency_key: Annotated[IdempotencyKey, Header(alias="Idempotency-Key")],
 ) -> Any:
     """Accept one notification. 202 means it is committed: it will not be lost."""
-    [result] = await accept(_service(request), [(idempotency_key, body)])
+    group_commit: GroupCommit[tuple[str, NotificationIn], ItemResult]
+    group_commit = request.app.state.group_commit
+    [result] = await group_commit.submit([(idempotency_key, body)])
     if isinstance(result, ItemError):
         raise result
     if isinstance(result, KeyConflict):
