@@ -7,8 +7,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tidings.providers.base import (
@@ -49,12 +48,10 @@ class ScriptedProvider:
         name: str = "scripted",
         delay: float = 0.0,
         scripts: dict[str, Script] | None = None,
-        on_send: Callable[[Message], None] | None = None,
     ) -> None:
         self.name = name
         self.delay = delay
         self.scripts = scripts or {}
-        self.on_send = on_send
         self.calls: list[Call] = []
         self.completed: list[Call] = []
         self._failures: Counter[uuid.UUID] = Counter()
@@ -63,35 +60,21 @@ class ScriptedProvider:
         self.scripts[address] = script
 
     async def send(self, message: Message) -> SendResult:
-        started = time.monotonic()
-        self.calls.append(
-            Call(
-                message.delivery_id,
-                message.address,
-                message.priority.value,
-                message.attempt,
-                started,
-            )
+        call = Call(
+            message.delivery_id,
+            message.address,
+            message.priority.value,
+            message.attempt,
+            time.monotonic(),
         )
-        if self.on_send is not None:
-            self.on_send(message)
+        self.calls.append(call)
         script = self.scripts.get(message.address, Script())
         if script.hang:
             await asyncio.Event().wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         outcome = self._outcome(message, script)
-        self.completed.append(
-            Call(
-                message.delivery_id,
-                message.address,
-                message.priority.value,
-                message.attempt,
-                started,
-                time.monotonic(),
-                outcome,
-            )
-        )
+        self.completed.append(replace(call, finished=time.monotonic(), outcome=outcome))
         if outcome == "permanent":
             raise PermanentError(f"scripted permanent failure for {message.address}")
         if outcome == "transient":
