@@ -274,3 +274,25 @@ async def test_high_wakes_a_dispatcher_in_another_process_via_notify(
     finally:
         await other.close()
     assert waited < 2, f"HIGH waited {waited:.2f}s: the NOTIFY did not wake the lane"
+
+
+async def test_a_stale_outcome_changes_nothing_and_leaves_no_event(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    from tidings.dispatch.attempt import failed
+    from tidings.states import FailureKind, Status
+    from tidings.store.claims import Outcome, reap_expired_leases, write_outcomes
+
+    await put_type(client)
+    accepted = await accept_one(client)
+    now = utcnow()
+    [stale] = await claim_due(service.db, Priority.NORMAL, 1, now, now + timedelta(seconds=1))
+    later = now + timedelta(seconds=2)
+    await reap_expired_leases(service.db, later)
+    [fresh] = await claim_due(service.db, Priority.NORMAL, 1, later, later + timedelta(seconds=60))
+    await write_outcomes(service.db, [Outcome(fresh.id, 2, Status.SENT, 2, sent_at=later)], later)
+    # The stalled first worker answers at last, together with an unrelated good outcome.
+    await write_outcomes(service.db, [failed(stale, FailureKind.PERMANENT, "late")], later)
+    shown = await shown_delivery(client, accepted["id"])
+    assert (shown["status"], shown["failureKind"]) == ("SENT", None)
+    assert [h["kind"] for h in shown["history"]] == ["accepted", "lease_expired", "sent"]

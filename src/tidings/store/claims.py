@@ -215,31 +215,47 @@ INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $
 
 
 async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
-    """Write a batch of outcomes in one transaction, with their events."""
+    """Write a batch of outcomes in one transaction, with their events.
+
+    An outcome whose fence fails (its lease expired and the delivery was claimed again)
+    changes nothing and leaves no event: the history shows only what took effect.
+    """
     if not outcomes:
         return
-    events = [_event_row(o.delivery_id, o.event, now, o.event_detail) for o in outcomes if o.event]
     if db.is_postgres:
-        await _write_outcomes_postgres(db, outcomes, events, now)
+        await _write_outcomes_postgres(db, outcomes, now)
         return
     async with db.engine.begin() as conn:
-        await conn.execute(_write_outcome, [_outcome_params(o, now) for o in outcomes])
+        quiet = [_outcome_params(o, now) for o in outcomes if not o.event]
+        if quiet:
+            await conn.execute(_write_outcome, quiet)
+        events = []
+        for outcome in (o for o in outcomes if o.event):  # the rarer path: failures
+            result = await conn.execute(_write_outcome, _outcome_params(outcome, now))
+            if result.rowcount == 1:
+                events.append(_outcome_event(outcome, now))
         if events:
             await conn.execute(sa.insert(delivery_event), events)
 
 
 async def _write_outcomes_postgres(
-    db: Database, outcomes: Sequence[Outcome], events: list[dict[str, Any]], now: datetime
+    db: Database, outcomes: Sequence[Outcome], now: datetime
 ) -> None:
     rows = [(o.delivery_id, o.claimed_attempts, *_outcome_values(o)) for o in outcomes]
     chunks = [rows[i : i + _PG_OUTCOME_CHUNK] for i in range(0, len(rows), _PG_OUTCOME_CHUNK)]
+    with_events = [o for o in outcomes if o.event]
     async with db.asyncpg() as conn:
-        if len(chunks) == 1 and not events:  # the usual case: one statement, atomic alone
+        if len(chunks) == 1 and not with_events:  # the usual case: one statement, atomic alone
             await conn.execute(_PG_WRITE_OUTCOMES, *zip(*chunks[0], strict=True), now)
             return
         async with conn.transaction():
+            applied: set[uuid.UUID] = set()
             for chunk in chunks:
-                await conn.execute(_PG_WRITE_OUTCOMES, *zip(*chunk, strict=True), now)
+                found = await conn.fetch(
+                    _PG_WRITE_OUTCOMES + " RETURNING d.id", *zip(*chunk, strict=True), now
+                )
+                applied.update(row["id"] for row in found)
+            events = [_outcome_event(o, now) for o in with_events if o.delivery_id in applied]
             if events:
                 await conn.executemany(
                     _PG_INSERT_EVENT,
@@ -248,6 +264,11 @@ async def _write_outcomes_postgres(
                         for e in events
                     ],
                 )
+
+
+def _outcome_event(outcome: Outcome, now: datetime) -> dict[str, Any]:
+    assert outcome.event is not None
+    return _event_row(outcome.delivery_id, outcome.event, now, outcome.event_detail)
 
 
 def _outcome_values(outcome: Outcome) -> tuple[Any, ...]:
