@@ -55,9 +55,7 @@ async def running_dispatcher(service: Service, provider: Provider) -> AsyncItera
         await asyncio.wait_for(task, timeout=30)
 
 
-async def eventually(
-    check: Callable[[], Any], within: float = 10.0, interval: float = 0.02
-) -> Any:
+async def eventually(check: Callable[[], Any], within: float = 10.0, interval: float = 0.02) -> Any:
     """Poll the (async or sync) ``check`` until it returns something truthy."""
     deadline = time.monotonic() + within
     while True:

@@ -10,7 +10,7 @@ from statistics import fmean
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.retry import MAX_RETRY_AFTER, RetryPolicy
 from tidings.intake.schemas import RetryOverrides
 from tidings.settings import RetrySettings
 from tidings.states import FailureKind
@@ -142,7 +142,9 @@ def test_transient_at_max_attempts_is_exhausted(
     rng: random.Random,
     retry_after: float | None,
 ) -> None:
-    decision = policy.decide(policy.max_attempts + extra, FailureKind.TRANSIENT, now, rng, retry_after)
+    decision = policy.decide(
+        policy.max_attempts + extra, FailureKind.TRANSIENT, now, rng, retry_after
+    )
     assert decision.retry_at is None
     assert decision.failure_kind is FailureKind.EXHAUSTED
 
@@ -168,7 +170,9 @@ def test_permanent_poison_and_exhausted_are_never_retried(
     assert decision.failure_kind is kind
 
 
-@given(policy=policies, data=st.data(), now=instants, rng=adversarial_rngs, retry_after=retry_afters)
+@given(
+    policy=policies, data=st.data(), now=instants, rng=adversarial_rngs, retry_after=retry_afters
+)
 def test_retry_after_wins_over_the_backoff(
     policy: RetryPolicy,
     data: st.DataObject,
@@ -263,3 +267,11 @@ def test_type_overrides_as_the_api_stores_them_drive_the_decision(
         first = policy.decide(1, FailureKind.TRANSIENT, now, rng)
         assert first.retry_at is not None
         assert first.retry_at <= now + timedelta(seconds=min(policy.base_delay, policy.max_delay))
+
+
+@given(retry_after=st.floats(min_value=7 * 86400.0) | st.just(float("nan")), now=instants)
+def test_an_absurd_retry_after_is_clamped_not_a_crash(retry_after: float, now: datetime) -> None:
+    policy = RetryPolicy()
+    decision = policy.decide(1, FailureKind.TRANSIENT, now, random.Random(0), retry_after)
+    assert decision.retry_at is not None
+    assert decision.retry_at - now <= timedelta(seconds=MAX_RETRY_AFTER)

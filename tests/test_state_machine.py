@@ -1,4 +1,7 @@
-"""The delivery state machine of DESIGN.md §4, driven through the real store on SQLite.
+"""The delivery state machine of DESIGN.md §4, driven through the real store.
+
+Each test gets one migrated database (SQLite and PostgreSQL, from the ``database_url``
+fixture); every Hypothesis example clears it and works on new deliveries.
 
 A Hypothesis state machine claims, answers, defers, crashes and advances a fake clock over
 real deliveries, with the real claim / outcome / reaper SQL and the real attempt functions,
@@ -18,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 import uuid
 from collections import Counter, deque
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import pytest
 import sqlalchemy as sa
@@ -34,7 +35,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
-    invariant,
     precondition,
     rule,
     run_state_machine_as_test,
@@ -227,22 +227,15 @@ async def read_rows(db: Database) -> dict[uuid.UUID, dict[str, Any]]:
     return {row.id: row._asdict() for row in rows}
 
 
-async def read_events(db: Database) -> list[tuple[uuid.UUID, str]]:
+async def read_events(db: Database) -> Counter[tuple[uuid.UUID, str]]:
+    """How many events of each kind each delivery's history holds."""
+    query = sa.select(delivery_event.c.delivery_id, delivery_event.c.kind)
     async with db.engine.connect() as conn:
-        rows = await conn.execute(sa.select(delivery_event.c.delivery_id, delivery_event.c.kind))
-        return [(row.delivery_id, row.kind) for row in rows]
+        return Counter((row.delivery_id, row.kind) for row in await conn.execute(query))
 
 
 def ceiling(policy: RetryPolicy, attempts: int) -> timedelta:
     return timedelta(seconds=min(policy.max_delay, policy.base_delay * 2.0 ** (attempts - 1)))
-
-
-@pytest.fixture
-def database_file(tmp_path: Path, sqlite_template: Path) -> str:
-    """One migrated SQLite database for a whole test (examples use new deliveries)."""
-    path = tmp_path / "machine.db"
-    shutil.copy(sqlite_template, path)
-    return f"sqlite:///{path}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,14 +274,16 @@ class Claim:
 
 
 class DeliveryMachine(RuleBasedStateMachine):
-    def __init__(self, url: str) -> None:
+    url: ClassVar[str]  # one migrated database per test, set by a subclass
+
+    def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.db = connect(url)
+        self.db = connect(self.url)
         self.run(clear(self.db))  # leftovers of an earlier (maybe failed) example
         self.now = START
         self.policy = RetryPolicy()
-        self.rules = TypeRules(self.policy, None)
+        self.type_rules = TypeRules(self.policy, None)
         self.rng = random.Random(0)
         self.provider = AnsweringProvider()
         self.model: dict[uuid.UUID, Row] = {}
@@ -326,7 +321,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         deliveries: list[tuple[Priority, list[Response]]],
     ) -> None:
         self.policy = RetryPolicy(base_delay, max_delay, max_attempts)
-        self.rules = TypeRules(self.policy, None)
+        self.type_rules = TypeRules(self.policy, None)
         self.rng = rng
         for priority, script in deliveries:
             self.add_delivery(priority, script)
@@ -378,6 +373,18 @@ class DeliveryMachine(RuleBasedStateMachine):
         if reclaim:
             self.claim_now(self.model[claim.claimed.id].priority, 3)
 
+    @precondition(lambda self: bool(self.in_flight))
+    @rule(data=st.data(), response=responses)
+    def answer_after_reclaim(self, data: st.DataObject, response: Response) -> None:
+        """A worker stalls past its lease, another claims the delivery again, then the first
+        one answers at last: its outcome is stale and must change nothing."""
+        index = data.draw(st.integers(min_value=0, max_value=len(self.in_flight) - 1))
+        claim = self.in_flight.pop(index)
+        self.now = max(self.now, claim.lease_until + timedelta(seconds=1))
+        self.reap()
+        self.claim_now(self.model[claim.claimed.id].priority, 1000)
+        self.answer_claim(claim, response)
+
     @rule(seconds=st.floats(min_value=0, max_value=300))
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
@@ -408,7 +415,7 @@ class DeliveryMachine(RuleBasedStateMachine):
                 self.claim_now(priority, 1000)
         else:
             pytest.fail(f"deliveries not finished after {rounds} rounds: {self.model}")
-        for delivery_id, row in self.model.items():
+        for row in self.model.values():
             assert row.status in (Status.SENT, Status.FAILED), row
             if row.status is Status.FAILED:
                 assert row.failure_kind in ENDINGS, row
@@ -448,11 +455,11 @@ class DeliveryMachine(RuleBasedStateMachine):
     def answer_claim(self, claim: Claim, response: Response) -> None:
         claimed = claim.claimed
         calls_before = len(self.provider.calls)
-        outcome = precheck(claimed, self.rules, self.now)
+        outcome = precheck(claimed, self.type_rules, self.now)
         if outcome is None:
             self.provider.answer = response
             outcome = self.run(
-                attempt(claimed, self.provider, self.rules, SEND_TIMEOUT, self.rng, self.now)
+                attempt(claimed, self.provider, self.type_rules, SEND_TIMEOUT, self.rng, self.now)
             )
         called = len(self.provider.calls) - calls_before
         if called:
@@ -486,9 +493,7 @@ class DeliveryMachine(RuleBasedStateMachine):
             assert outcome.failure_kind is None
             assert outcome.next_attempt_at is not None
             if response.retry_after is not None:
-                assert outcome.next_attempt_at == self.now + timedelta(
-                    seconds=response.retry_after
-                )
+                assert outcome.next_attempt_at == self.now + timedelta(seconds=response.retry_after)
             else:
                 window = ceiling(self.policy, claimed.attempts)
                 assert self.now <= outcome.next_attempt_at <= self.now + window + TICK
@@ -496,10 +501,9 @@ class DeliveryMachine(RuleBasedStateMachine):
     def write(self, claim: Claim, outcome: Outcome) -> None:
         delivery_id = claim.claimed.id
         before = self.run(read_rows(self.db))[delivery_id]
+        history = self.run(read_events(self.db))
         current = self.model[delivery_id]
-        fresh = (
-            current.status is Status.SENDING and current.attempts == claim.claimed.attempts
-        )
+        fresh = current.status is Status.SENDING and current.attempts == claim.claimed.attempts
         self.run(write_outcomes(self.db, [outcome], self.now))
         if fresh:
             self.model[delivery_id] = replace(
@@ -510,10 +514,13 @@ class DeliveryMachine(RuleBasedStateMachine):
                 lease_until=None,
                 failure_kind=outcome.failure_kind,
             )
+            added = Counter([(delivery_id, outcome.event)] if outcome.event else [])
+            assert self.run(read_events(self.db)) == history + added
         else:
             event(f"stale outcome on a {current.status.value} delivery")
             after = self.run(read_rows(self.db))[delivery_id]
             assert after == before, "a stale outcome changed the delivery"
+            assert self.run(read_events(self.db)) == history, "a stale outcome left an event"
         self.check_database()
 
     def reap(self) -> None:
@@ -524,7 +531,10 @@ class DeliveryMachine(RuleBasedStateMachine):
             and row.lease_until is not None
             and row.lease_until < self.now
         ]
+        history = self.run(read_events(self.db))
         assert self.run(reap_expired_leases(self.db, self.now)) == len(expired)
+        lost = Counter((delivery_id, "lease_expired") for delivery_id in expired)
+        assert self.run(read_events(self.db)) == history + lost
         for delivery_id in expired:
             self.model[delivery_id] = replace(
                 self.model[delivery_id],
@@ -550,9 +560,8 @@ class DeliveryMachine(RuleBasedStateMachine):
             if row.lease_until is not None:
                 yield row.lease_until
 
-    # -- invariants ------------------------------------------------------------------------
+    # -- the invariants, checked after every store operation (so after every step) ---------
 
-    @invariant()
     def check_database(self) -> None:
         rows = self.run(read_rows(self.db))
         assert set(rows) == set(self.model)
@@ -576,9 +585,12 @@ class DeliveryMachine(RuleBasedStateMachine):
         assert all(call.attempt <= limit for call in self.provider.calls)
 
 
-def test_delivery_state_machine(database_file: str) -> None:
+def test_delivery_state_machine(database_url: str) -> None:
+    class OnThisDatabase(DeliveryMachine):
+        url = database_url
+
     run_state_machine_as_test(
-        lambda: DeliveryMachine(database_file),
+        OnThisDatabase,
         settings=settings(max_examples=60, stateful_step_count=50, deadline=None),
     )
 
@@ -593,12 +605,12 @@ async def claim_one(db: Database, now: datetime) -> ClaimedDelivery:
 
 
 async def test_lost_lease_on_the_last_attempt_fails_exhausted_without_a_send(
-    database_file: str,
+    database_url: str,
 ) -> None:
-    db = connect(database_file)
+    db = connect(database_url)
     try:
         rules = TypeRules(RetryPolicy(max_attempts=1), None)
-        [accepted] = await accept(db, [draft(Priority.NORMAL, "ana@example.com")], START)
+        await accept(db, [draft(Priority.NORMAL, "ana@example.com")], START)
         first = await claim_one(db, START)
         assert first.attempts == 1
         later = START + LEASE + timedelta(seconds=1)
@@ -617,8 +629,8 @@ async def test_lost_lease_on_the_last_attempt_fails_exhausted_without_a_send(
         await db.dispose()
 
 
-async def test_a_stale_outcome_adds_no_event(database_file: str) -> None:
-    db = connect(database_file)
+async def test_a_stale_outcome_adds_no_event(database_url: str) -> None:
+    db = connect(database_url)
     try:
         await accept(db, [draft(Priority.NORMAL, "ana@example.com")], START)
         stale = await claim_one(db, START)
@@ -642,7 +654,7 @@ async def test_a_stale_outcome_adds_no_event(database_file: str) -> None:
 # End to end with the scripted test provider: the loop always finishes, with exact counts
 
 
-def test_scripted_deliveries_finish_within_max_attempts(database_file: str) -> None:
+def test_scripted_deliveries_finish_within_max_attempts(database_url: str) -> None:
     @settings(max_examples=40, deadline=None)
     @given(
         max_attempts=st.integers(min_value=1, max_value=5),
@@ -659,7 +671,7 @@ def test_scripted_deliveries_finish_within_max_attempts(database_file: str) -> N
         rng=st.randoms(use_true_random=False),
     )
     def run(max_attempts: int, scripts: list[Script], rng: random.Random) -> None:
-        asyncio.run(finish(database_file, max_attempts, scripts, rng))
+        asyncio.run(finish(database_url, max_attempts, scripts, rng))
 
     run()
 
@@ -692,6 +704,7 @@ async def finish(url: str, max_attempts: int, scripts: list[Script], rng: random
         for i, script in enumerate(scripts):
             delivery_id = drafts[i].deliveries[0].id
             row = rows[delivery_id]
+            expected: tuple[str, str | None, int]
             if script.permanent:
                 expected = ("FAILED", "permanent", 1)
             elif script.transient_failures < max_attempts:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.states import FailureKind
+
+# A Retry-After beyond this is treated as this: a week is longer than any provider's outage
+# worth waiting for, and datetimes overflow past year 9999.
+MAX_RETRY_AFTER = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,11 @@ class RetryPolicy:
         if attempts >= self.max_attempts:
             return RetryDecision(retry_at=None, failure_kind=FailureKind.EXHAUSTED)
         # The provider knows its own recovery time better than our backoff does.
-        delay = retry_after if retry_after is not None else self.backoff(attempts, rng)
-        return RetryDecision(retry_at=now + timedelta(seconds=max(0.0, delay)), failure_kind=None)
+        if retry_after is not None and not math.isnan(retry_after):
+            delay = min(max(0.0, retry_after), MAX_RETRY_AFTER)
+        else:
+            delay = self.backoff(attempts, rng)
+        return RetryDecision(retry_at=now + timedelta(seconds=delay), failure_kind=None)
 
 
 @dataclass(frozen=True)
