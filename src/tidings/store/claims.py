@@ -194,21 +194,16 @@ _write_outcome = (
 )
 
 
-# One statement per batch: the outcomes travel as arrays (one Bind message, not one per row).
-_PG_WRITE_OUTCOMES = """
-UPDATE delivery AS d
-SET status = o.status, attempts = o.attempts, next_attempt_at = o.next_attempt_at,
-    provider = o.provider, provider_msg_id = o.provider_msg_id, last_error = o.last_error,
-    failure_kind = o.failure_kind, skip_reason = o.skip_reason, sent_at = o.sent_at,
-    lease_until = NULL, updated_at = $12
-FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::timestamptz[], $6::text[],
-            $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[])
-    AS o(id, claimed, status, attempts, next_attempt_at, provider, provider_msg_id, last_error,
-         failure_kind, skip_reason, sent_at)
-WHERE d.id = o.id AND d.status = 'SENDING' AND d.attempts = o.claimed
+# One row per statement, found by its key: a set-based UPDATE ... FROM unnest() looked
+# better but let the planner, trusting statistics that saw no SENDING rows, pick a scan or
+# a nested loop that made each batch quadratic. asyncpg pipelines the executemany.
+_PG_WRITE_OUTCOME = """
+UPDATE delivery
+SET status = $3, attempts = $4, next_attempt_at = $5, provider = $6, provider_msg_id = $7,
+    last_error = $8, failure_kind = $9, skip_reason = $10, sent_at = $11, lease_until = NULL,
+    updated_at = $12
+WHERE id = $1 AND status = 'SENDING' AND attempts = $2
 """
-# Small enough that PostgreSQL keeps to the primary key index rather than a hash join.
-_PG_OUTCOME_CHUNK = 250
 _PG_INSERT_EVENT = """
 INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $3, $4, $5)
 """
@@ -241,21 +236,24 @@ async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetim
 async def _write_outcomes_postgres(
     db: Database, outcomes: Sequence[Outcome], now: datetime
 ) -> None:
-    rows = [(o.delivery_id, o.claimed_attempts, *_outcome_values(o)) for o in outcomes]
-    chunks = [rows[i : i + _PG_OUTCOME_CHUNK] for i in range(0, len(rows), _PG_OUTCOME_CHUNK)]
-    with_events = [o for o in outcomes if o.event]
+    def row(outcome: Outcome) -> tuple[Any, ...]:
+        return (outcome.delivery_id, outcome.claimed_attempts, *_outcome_values(outcome), now)
+
+    quiet = [row(o) for o in outcomes if not o.event]
+    loud = [o for o in outcomes if o.event]
     async with db.asyncpg() as conn:
-        if len(chunks) == 1 and not with_events:  # the usual case: one statement, atomic alone
-            await conn.execute(_PG_WRITE_OUTCOMES, *zip(*chunks[0], strict=True), now)
+        # No transaction needed: after a failure the batch is written again, and rows already
+        # written then fail their fence (no longer SENDING) and change nothing.
+        if quiet:
+            await conn.executemany(_PG_WRITE_OUTCOME, quiet)
+        if not loud:
             return
         async with conn.transaction():
-            applied: set[uuid.UUID] = set()
-            for chunk in chunks:
-                found = await conn.fetch(
-                    _PG_WRITE_OUTCOMES + " RETURNING d.id", *zip(*chunk, strict=True), now
-                )
-                applied.update(row["id"] for row in found)
-            events = [_outcome_event(o, now) for o in with_events if o.delivery_id in applied]
+            events = [
+                _outcome_event(o, now)
+                for o in loud
+                if await conn.fetchval(_PG_WRITE_OUTCOME + " RETURNING id", *row(o)) is not None
+            ]
             if events:
                 await conn.executemany(
                     _PG_INSERT_EVENT,

@@ -147,8 +147,8 @@ def upgrade() -> None:
             "ix_delivery_lease",
             ["lease_until"],
             unique=False,
-            postgresql_where=sa.text("status = 'SENDING'"),
-            sqlite_where=sa.text("status = 'SENDING'"),
+            postgresql_where=sa.text("lease_until IS NOT NULL"),
+            sqlite_where=sa.text("lease_until IS NOT NULL"),
         )
         batch_op.create_index(
             "ix_delivery_provider_msg", ["provider", "provider_msg_id"], unique=False
@@ -189,8 +189,8 @@ def downgrade() -> None:
         batch_op.drop_index("ix_delivery_provider_msg")
         batch_op.drop_index(
             "ix_delivery_lease",
-            postgresql_where=sa.text("status = 'SENDING'"),
-            sqlite_where=sa.text("status = 'SENDING'"),
+            postgresql_where=sa.text("lease_until IS NOT NULL"),
+            sqlite_where=sa.text("lease_until IS NOT NULL"),
         )
         batch_op.drop_index(
             "ix_delivery_due",
