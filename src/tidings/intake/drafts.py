@@ -168,8 +168,8 @@ def _deliveries(
                 _ADDRESS_FIELD[channel],
             )
         if not addresses:
-            drafts.append(DeliveryDraft(new_id(), channel.value, "", Status.SKIPPED, "no_address"))
-        drafts.extend(DeliveryDraft(new_id(), channel.value, address) for address in addresses)
+            drafts.append(DeliveryDraft(new_id(), channel, "", Status.SKIPPED, "no_address"))
+        drafts.extend(DeliveryDraft(new_id(), channel, address) for address in addresses)
     if all(d.status is Status.SKIPPED for d in drafts):
         raise ItemError(
             "no_address",

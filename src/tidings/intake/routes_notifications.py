@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Request
-from fastapi.responses import JSONResponse
+import pydantic_core
+from fastapi import APIRouter, Body, Header, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
 from tidings.intake.accept import ItemResult, accept
@@ -56,10 +56,14 @@ def _conflict_error(result: KeyConflict) -> ItemError:
 # Answers are built as plain JSON (shaped as NotificationAccepted and BatchResult, which
 # document them): validating 1,000 response models per batch cost a tenth of its time.
 def _accepted_json(result: Accepted) -> dict[str, Any]:
-    deliveries = [
-        {"id": str(d.id), "channel": d.channel, "status": d.status} for d in result.deliveries
-    ]
-    return {"id": str(result.notification_id), "status": "accepted", "deliveries": deliveries}
+    deliveries = [{"id": d.id, "channel": d.channel, "status": d.status} for d in result.deliveries]
+    return {"id": result.notification_id, "status": "accepted", "deliveries": deliveries}
+
+
+def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    # pydantic's serializer: UUIDs as they are, and several times faster than json.dumps.
+    body = pydantic_core.to_json(content)
+    return Response(body, status_code, headers, media_type="application/json")
 
 
 @router.post("", status_code=202, response_model=NotificationAccepted, responses=_ERRORS)
@@ -77,7 +81,7 @@ async def create_notification(
     if isinstance(result, KeyConflict):
         raise _conflict_error(result)
     headers = {"Idempotent-Replayed": "true"} if result.replayed else None
-    return JSONResponse(_accepted_json(result), 202, headers=headers)
+    return _json(_accepted_json(result), 202, headers)
 
 
 _batch_item = TypeAdapter(BatchItemIn)
@@ -91,14 +95,25 @@ async def create_batch(
     ],
 ) -> Any:
     """Accept up to 1,000 notifications in one transaction; a result per item, in order."""
-    parsed: list[BatchItemIn | ItemError] = [_parse_item(raw) for raw in notifications]
+    parsed = _parse_items(notifications)
     valid = [(i.idempotency_key, i) for i in parsed if isinstance(i, BatchItemIn)]
     accepted = iter(await accept(_service(request), valid) if valid else [])
     results = [
         _batch_result(index, next(accepted) if isinstance(item, BatchItemIn) else item)
         for index, item in enumerate(parsed)
     ]
-    return JSONResponse({"results": results})
+    return _json({"results": results})
+
+
+_batch_items = TypeAdapter(list[BatchItemIn])
+
+
+def _parse_items(raw: list[dict[str, Any]]) -> list[BatchItemIn | ItemError]:
+    """All items in one call into pydantic; item by item only to say which ones are bad."""
+    try:
+        return list(_batch_items.validate_python(raw))
+    except ValidationError:
+        return [_parse_item(item) for item in raw]
 
 
 def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:

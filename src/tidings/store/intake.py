@@ -20,7 +20,7 @@ from tidings.store.schema import delivery, notification
 WAKEUP_CHANNEL = "tidings_wakeup"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # created per item on the hot path: no frozen overhead
 class DeliveryDraft:
     id: uuid.UUID
     channel: str
@@ -29,7 +29,7 @@ class DeliveryDraft:
     skip_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # created per item on the hot path: no frozen overhead
 class NotificationDraft:
     """A validated notification, ready to insert."""
 
@@ -48,14 +48,14 @@ class NotificationDraft:
     data_json: str = ""  # ``data`` serialised, when the caller has it already
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # created per item on the hot path: no frozen overhead
 class AcceptedDelivery:
     id: uuid.UUID
     channel: str
     status: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # created per item on the hot path: no frozen overhead
 class Accepted:
     notification_id: uuid.UUID
     deliveries: list[AcceptedDelivery]
@@ -111,21 +111,24 @@ async def _insert_sqlite(
     return inserted
 
 
-def _unnest_insert(table: str, columns: dict[str, str], suffix: str = "") -> str:
+def _unnest_insert(table: str, columns: dict[str, str], scalars: dict[str, str]) -> str:
     """``INSERT INTO table SELECT ... FROM unnest(<one array per column>)``: a whole batch in
-    one statement and one Bind message. JSON travels as text and is cast on the way in."""
+    one statement and one Bind message. JSON travels as text and is cast on the way in;
+    ``scalars`` are SQL for columns that are the same on every row (``$N`` after the arrays)."""
     arrays = ", ".join(
         f"${i}::{'text' if kind == 'jsonb' else kind}[]"
         for i, kind in enumerate(columns.values(), start=1)
     )
-    select = ", ".join(
+    values = [
         f"u.{name}::jsonb" if kind == "jsonb" else f"u.{name}" for name, kind in columns.items()
-    )
-    names = ", ".join(columns)
-    source = f"unnest({arrays}) AS u({names})"
-    return f"INSERT INTO {table} ({names}) SELECT {select} FROM {source} {suffix}"
+    ]
+    names = ", ".join([*columns, *scalars])
+    select = ", ".join([*values, *scalars.values()])
+    source = f"unnest({arrays}) AS u({', '.join(columns)})"
+    return f"INSERT INTO {table} ({names}) SELECT {select} FROM {source}"
 
 
+# Per-row values travel as arrays; what every row shares is one parameter ($12: now).
 _PG_NOTIFICATION_COLUMNS = {
     "id": "uuid",
     "namespace": "text",
@@ -137,10 +140,13 @@ _PG_NOTIFICATION_COLUMNS = {
     "user_id": "text",
     "data": "jsonb",
     "locale": "text",
-    "campaign_id": "uuid",
     "send_at": "timestamptz",
-    "created_at": "timestamptz",
 }
+_PG_INSERT_NOTIFICATIONS = (
+    _unnest_insert("notification", _PG_NOTIFICATION_COLUMNS, {"created_at": "$12::timestamptz"})
+    + " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
+    + " RETURNING namespace, idempotency_key"
+)
 _PG_DELIVERY_COLUMNS = {
     "id": "uuid",
     "notification_id": "uuid",
@@ -149,20 +155,14 @@ _PG_DELIVERY_COLUMNS = {
     "priority": "text",
     "category": "text",
     "status": "text",
-    "attempts": "int",
     "next_attempt_at": "timestamptz",
-    "lease_until": "timestamptz",
     "skip_reason": "text",
-    "campaign_id": "uuid",
-    "created_at": "timestamptz",
-    "updated_at": "timestamptz",
 }
-_PG_INSERT_NOTIFICATIONS = _unnest_insert(
-    "notification",
-    _PG_NOTIFICATION_COLUMNS,
-    "ON CONFLICT (namespace, idempotency_key) DO NOTHING RETURNING id",
+_PG_INSERT_DELIVERIES = _unnest_insert(
+    "delivery",
+    _PG_DELIVERY_COLUMNS,
+    {"attempts": "0", "created_at": "$10::timestamptz", "updated_at": "$10::timestamptz"},
 )
-_PG_INSERT_DELIVERIES = _unnest_insert("delivery", _PG_DELIVERY_COLUMNS)
 
 
 def _columns(rows: Sequence[dict[str, Any]], names: dict[str, str]) -> list[list[Any]]:
@@ -177,13 +177,16 @@ async def _insert_postgres(
         row["data"] = draft.data_json or json.dumps(draft.data)
     async with db.asyncpg() as conn, conn.transaction():
         found = await conn.fetch(
-            _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS)
+            _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
         )
-        inserted = {row["id"] for row in found}
-        new = [draft for draft in drafts if draft.id in inserted]
+        # By key: comparing asyncpg's UUIDs with the standard library's is slow.
+        keys = {(row[0], row[1]) for row in found}
+        new = [draft for draft in drafts if (draft.namespace, draft.idempotency_key) in keys]
+        inserted = {draft.id for draft in new}
         deliveries = _delivery_rows(new, now)
         if deliveries:
-            await conn.execute(_PG_INSERT_DELIVERIES, *_columns(deliveries, _PG_DELIVERY_COLUMNS))
+            columns = _columns(deliveries, _PG_DELIVERY_COLUMNS)
+            await conn.execute(_PG_INSERT_DELIVERIES, *columns, now)
         if any(_wakes_high(draft) for draft in new):
             # Delivered at commit to every dispatcher that LISTENs.
             await conn.execute("SELECT pg_notify($1, $2)", WAKEUP_CHANNEL, Priority.HIGH.value)
@@ -214,7 +217,7 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
         "request_hash": draft.request_hash,
         "type": draft.type,
         "category": draft.category,
-        "priority": draft.priority.value,
+        "priority": draft.priority,
         "user_id": draft.user_id,
         "data": draft.data,
         "locale": draft.locale,
@@ -235,9 +238,9 @@ def _delivery_row(draft: NotificationDraft, item: DeliveryDraft, now: datetime) 
         "notification_id": draft.id,
         "channel": item.channel,
         "address": item.address,
-        "priority": draft.priority.value,
+        "priority": draft.priority,
         "category": draft.category,
-        "status": item.status.value,
+        "status": item.status,
         "attempts": 0,
         "next_attempt_at": (draft.send_at or now) if pending else None,
         "lease_until": None,
@@ -295,7 +298,7 @@ def _result(
     draft: NotificationDraft, inserted: set[uuid.UUID], existing: dict[tuple[str, str], _Stored]
 ) -> AcceptResult:
     if draft.id in inserted:
-        items = [AcceptedDelivery(d.id, d.channel, d.status.value) for d in draft.deliveries]
+        items = [AcceptedDelivery(d.id, d.channel, d.status) for d in draft.deliveries]
         return Accepted(draft.id, items)
     stored = existing[(draft.namespace, draft.idempotency_key)]
     if stored.request_hash != draft.request_hash:
