@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
 
 from tests.helpers import email_to, post, put_type
+from tidings.intake.app import create_app
+from tidings.service import Service
+from tidings.settings import Settings
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, notification
 
@@ -189,3 +193,38 @@ async def test_openapi_documents_every_endpoint(client: httpx.AsyncClient) -> No
         "/readyz",
     ):
         assert path in paths
+
+
+async def test_two_processes_racing_with_one_key_create_one_notification(
+    client: httpx.AsyncClient, settings: Settings, db: Database
+) -> None:
+    """Not grouped in one process: two services, each with its own pool, race in the
+    database, where the unique index decides."""
+    await put_type(client)
+    other = Service.from_settings(settings)
+    transport = httpx.ASGITransport(app=create_app(other))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://other") as second:
+            for attempt in range(5):
+                key = f"race-{attempt}"
+                answers = await asyncio.gather(
+                    post(client, email_to(), key=key), post(second, email_to(), key=key)
+                )
+                assert [a.status_code for a in answers] == [202, 202]
+                assert answers[0].json()["id"] == answers[1].json()["id"]
+    finally:
+        await other.close()
+    assert (await count(db, notification), await count(db, delivery)) == (5, 5)
+
+
+async def test_readyz_reports_a_database_that_needs_migrating(tmp_path: Path) -> None:
+    service = Service.from_settings(Settings(database_url=f"sqlite:///{tmp_path}/new.db"))
+    transport = httpx.ASGITransport(app=create_app(service))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as fresh:
+            ready = await fresh.get("/readyz")
+    finally:
+        await service.close()
+    assert ready.status_code == 503
+    assert ready.json()["error"]["code"] == "migrations_pending"
+    assert "tidings migrate" in ready.json()["error"]["message"]
