@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 
@@ -12,6 +11,7 @@ from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeCache
+from tidings.dispatch.waiting import sleep_unless
 from tidings.dispatch.wakeup import listen_postgres
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
@@ -76,6 +76,4 @@ class Dispatcher:
                 log.warning("returned %d deliveries with expired leases to PENDING", reaped)
                 for priority in Priority:
                     self.service.wakeup.notify(priority)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await stop.wait()
+            await sleep_unless(stop, interval)

@@ -12,6 +12,7 @@ from tidings.clock import utcnow
 from tidings.dispatch.attempt import attempt, precheck, released
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.types import TypeCache
+from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.dispatch.wakeup import Wakeup
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
@@ -57,19 +58,19 @@ class Lane:
         while not stop.is_set():
             free = self.settings.concurrency - self.in_flight
             if free <= 0:
-                await _first_of(self._slot_freed.wait(), stop.wait())
+                await first_of(self._slot_freed.wait(), stop.wait())
                 self._slot_freed.clear()
                 continue
             if self.in_flight and free < self._min_claim:
                 # Busy: let a few more slots free up so that one claim fills several.
-                await _first_of(asyncio.sleep(GATHER_SECONDS), stop.wait())
+                await sleep_unless(stop, GATHER_SECONDS)
                 free = self.settings.concurrency - self.in_flight
             claimed = await self._claim(min(free, self.settings.claim_batch))
             for delivery in claimed:
                 self._start(delivery)
             if len(claimed) < min(free, self.settings.claim_batch):
                 # Nothing more is due: sleep until woken, or until the next poll.
-                await _first_of(
+                await first_of(
                     self.context.wakeup.wait(self.priority, self.settings.poll_interval),
                     stop.wait(),
                 )
@@ -121,12 +122,3 @@ class Lane:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
-
-
-async def _first_of(*waits: object) -> None:
-    tasks = [asyncio.ensure_future(w) for w in waits]  # type: ignore[call-overload]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()

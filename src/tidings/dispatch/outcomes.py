@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from tidings.clock import utcnow
+from tidings.dispatch.waiting import first_of
 from tidings.store.claims import Outcome, write_outcomes
 from tidings.store.engine import Database
 
@@ -36,7 +37,7 @@ class OutcomeWriter:
         while not (stop.is_set() and not self._buffer):
             if not self._buffer:
                 self._idle.set()
-                await _wait_any(self._ready, stop)
+                await first_of(self._ready.wait(), stop.wait())
                 self._ready.clear()
                 continue
             await asyncio.sleep(self.flush_interval)  # let a batch gather
@@ -60,12 +61,3 @@ class OutcomeWriter:
 
     async def drained(self) -> None:
         await self._idle.wait()
-
-
-async def _wait_any(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

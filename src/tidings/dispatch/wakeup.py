@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from tidings.dispatch.waiting import sleep_unless
 from tidings.priorities import Priority
 from tidings.store.engine import Database
 from tidings.store.intake import WAKEUP_CHANNEL
@@ -53,7 +54,7 @@ async def listen_postgres(db: Database, wakeup: Wakeup, stop: asyncio.Event) -> 
             conn = await asyncpg.connect(dsn)
         except (OSError, asyncpg.PostgresError) as error:
             log.warning("LISTEN connection failed (%s); polling until it is back", error)
-            await _sleep_unless(stop, 1.0)
+            await sleep_unless(stop, 1.0)
             continue
         try:
             await conn.add_listener(WAKEUP_CHANNEL, on_notify)
@@ -61,12 +62,6 @@ async def listen_postgres(db: Database, wakeup: Wakeup, stop: asyncio.Event) -> 
             for priority in Priority:
                 wakeup.notify(priority)
             while not stop.is_set() and not conn.is_closed():
-                await _sleep_unless(stop, 1.0)
+                await sleep_unless(stop, 1.0)
         finally:
             await conn.close()
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
