@@ -168,6 +168,7 @@ ENDPOINTS = [
     ("PUT", "/v1/types/t1"),
     ("PUT", "/v1/users/u1"),
     ("POST", "/v1/devices"),
+    ("PUT", "/v1/suppressions/email/a@example.com"),
 ]
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import attempt, precheck, released
+from tidings.dispatch.checks import still_wanted
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
@@ -66,7 +67,7 @@ class Lane:
                 await sleep_unless(stop, GATHER_SECONDS)
                 free = self.settings.concurrency - self.in_flight
             claimed = await self._claim(min(free, self.settings.claim_batch))
-            for delivery in claimed:
+            for delivery in await self._still_wanted(claimed):
                 self._start(delivery)
             if len(claimed) < min(free, self.settings.claim_batch):
                 # Nothing more is due: sleep until woken, or until the next poll.
@@ -87,6 +88,19 @@ class Lane:
             )
             await asyncio.sleep(self.settings.poll_interval)
             return []
+
+    async def _still_wanted(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
+        """Those to send; the others' outcomes go to the writer."""
+        if not claimed:
+            return []
+        try:
+            send, dropped = await still_wanted(self.context.db, claimed, utcnow())
+        except Exception:
+            log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
+            send, dropped = [], [released(d, utcnow(), "checks failed") for d in claimed]
+        for outcome in dropped:
+            self.context.writer.put(outcome)
+        return send
 
     def _start(self, delivery: ClaimedDelivery) -> None:
         task = asyncio.create_task(self._send(delivery))

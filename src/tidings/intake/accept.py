@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from tidings.clock import utcnow
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.intake.schemas import NotificationIn
+from tidings.policy.suppression import canonical_address
 from tidings.service import Service
+from tidings.states import Status
 from tidings.store import intake as store_intake
-from tidings.store import registry
+from tidings.store import registry, suppressions
 from tidings.store.intake import AcceptResult, NotificationDraft
 
 ItemResult = AcceptResult | ItemError
@@ -26,12 +28,27 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
         except ItemError as error:
             results.append(error)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
+    await _skip_suppressed(service, drafts)
     stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
     answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
     for priority in {d.priority for d in drafts if d.send_at is None}:
         service.wakeup.notify(priority)
     return answers
+
+
+async def _skip_suppressed(service: Service, drafts: Sequence[NotificationDraft]) -> None:
+    """Deliveries to a suppressed address are accepted as SKIPPED (DESIGN.md §6, rule 2)."""
+    pending = [
+        (d, (d.channel, canonical_address(d.channel, d.address)))
+        for draft in drafts
+        for d in draft.deliveries
+        if d.status is Status.PENDING
+    ]
+    found = await suppressions.suppressed(service.db, {pair for _, pair in pending})
+    for delivery, pair in pending:
+        if pair in found:
+            delivery.status, delivery.skip_reason = Status.SKIPPED, "suppressed"
 
 
 async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeContext:

@@ -7,7 +7,13 @@ import functools
 from fastapi import FastAPI
 
 from tidings import __version__
-from tidings.intake import errors, routes_health, routes_notifications, routes_registry
+from tidings.intake import (
+    errors,
+    routes_health,
+    routes_notifications,
+    routes_registry,
+    routes_suppressions,
+)
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.limits import BodySizeLimit
@@ -26,6 +32,7 @@ def create_app(service: Service) -> FastAPI:
     errors.install(app)
     app.include_router(routes_notifications.router)
     app.include_router(routes_registry.router)
+    app.include_router(routes_suppressions.router)
     app.include_router(routes_health.router)
     settings = service.settings
     app.add_middleware(

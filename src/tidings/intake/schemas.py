@@ -74,7 +74,8 @@ TimeZone = Annotated[str, AfterValidator(_timezone)]
 Locale = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")]
 TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")]
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
-DeviceToken = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+# At most 1,024: addresses sit in btree indexes, whose entries must stay under ~2.7 kB.
+DeviceToken = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 
 
@@ -223,3 +224,14 @@ class NotificationOut(ApiModel):
     send_at: datetime | None
     created_at: datetime
     deliveries: list[DeliveryOut]
+
+
+class SuppressionIn(ApiModel):
+    reason: str = Field(default="manual", min_length=1, max_length=255)
+
+
+class SuppressionOut(ApiModel):
+    channel: str
+    address: str
+    reason: str
+    created_at: datetime

@@ -172,3 +172,13 @@ device = sa.Table(
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
 )
+
+suppression = sa.Table(
+    "suppression",
+    metadata,
+    # Addresses in their canonical form (see tidings.policy.suppression.canonical_address).
+    sa.Column("channel", sa.String(20), primary_key=True),
+    sa.Column("address", sa.String(4096), primary_key=True),
+    sa.Column("reason", sa.String(255), nullable=False),
+    _ts("created_at", nullable=False),
+)

@@ -1,0 +1,55 @@
+"""The suppression list: GET, PUT and DELETE /v1/suppressions/{channel}/{address}."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response
+
+from tidings.clock import utcnow
+from tidings.intake.errors import error_response
+from tidings.intake.schemas import ErrorResponse, SuppressionIn, SuppressionOut
+from tidings.policy.suppression import canonical_address
+from tidings.priorities import Channel
+from tidings.service import Service
+from tidings.store import suppressions
+
+router = APIRouter(prefix="/v1/suppressions", tags=["suppressions"])
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
+Address = Annotated[str, Path(min_length=1, max_length=1024)]
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.put("/{channel}/{address}", response_model=SuppressionOut)
+async def put_suppression(
+    request: Request, channel: Channel, address: Address, body: SuppressionIn | None = None
+) -> Any:
+    """Never send to this address on this channel again (until the entry is deleted)."""
+    db = _service(request).db
+    canonical = canonical_address(channel, address)
+    reason = body.reason if body else "manual"
+    await suppressions.put(db, channel, canonical, reason, utcnow())
+    return SuppressionOut(**(await suppressions.get(db, channel, canonical)) or {})
+
+
+@router.get("/{channel}/{address}", response_model=SuppressionOut, responses=_NOT_FOUND)
+async def get_suppression(request: Request, channel: Channel, address: Address) -> Any:
+    found = await suppressions.get(
+        _service(request).db, channel, canonical_address(channel, address)
+    )
+    if found is None:
+        return error_response(404, "not_found", f"{channel.value} address not suppressed")
+    return SuppressionOut(**found)
+
+
+@router.delete("/{channel}/{address}", status_code=204, responses=_NOT_FOUND)
+async def delete_suppression(request: Request, channel: Channel, address: Address) -> Response:
+    """Allow sending to this address again."""
+    db = _service(request).db
+    if not await suppressions.delete(db, channel, canonical_address(channel, address)):
+        return error_response(404, "not_found", f"{channel.value} address not suppressed")
+    return Response(status_code=204)

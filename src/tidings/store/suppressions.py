@@ -1,0 +1,56 @@
+"""The suppression list's SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tidings.store.engine import Database
+from tidings.store.schema import suppression
+
+Pair = tuple[str, str]  # (channel, canonical address)
+
+
+async def put(db: Database, channel: str, address: str, reason: str, now: datetime) -> None:
+    """Suppress (or re-suppress with a new reason) one address."""
+    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
+    statement = dialect_insert(suppression).values(
+        channel=channel, address=address, reason=reason, created_at=now
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=["channel", "address"], set_={"reason": statement.excluded.reason}
+    )
+    async with db.engine.begin() as conn:
+        await conn.execute(statement)
+
+
+async def get(db: Database, channel: str, address: str) -> dict[str, Any] | None:
+    query = sa.select(suppression).where(
+        suppression.c.channel == channel, suppression.c.address == address
+    )
+    async with db.engine.connect() as conn:
+        row = (await conn.execute(query)).first()
+    return dict(row._mapping) if row else None
+
+
+async def delete(db: Database, channel: str, address: str) -> bool:
+    statement = sa.delete(suppression).where(
+        suppression.c.channel == channel, suppression.c.address == address
+    )
+    async with db.engine.begin() as conn:
+        return (await conn.execute(statement)).rowcount > 0
+
+
+async def suppressed(db: Database, pairs: Collection[Pair]) -> set[Pair]:
+    """Which of ``pairs`` are on the list (one query)."""
+    if not pairs:
+        return set()
+    query = sa.select(suppression.c.channel, suppression.c.address).where(
+        sa.tuple_(suppression.c.channel, suppression.c.address).in_(list(pairs))
+    )
+    async with db.engine.connect() as conn:
+        return {(row.channel, row.address) for row in await conn.execute(query)}
