@@ -45,10 +45,23 @@ async def delete(db: Database, channel: str, address: str) -> bool:
         return (await conn.execute(statement)).rowcount > 0
 
 
+# Asked for every batch accepted and every batch claimed: plain SQL with two arrays, where
+# SQLAlchemy would render an IN list of a thousand pairs each time.
+_PG_SUPPRESSED = """
+SELECT channel, address FROM suppression
+WHERE (channel, address) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+"""
+
+
 async def suppressed(db: Database, pairs: Collection[Pair]) -> set[Pair]:
     """Which of ``pairs`` are on the list (one query)."""
     if not pairs:
         return set()
+    if db.is_postgres:
+        channels, addresses = zip(*pairs, strict=True)
+        async with db.asyncpg() as conn:
+            rows = await conn.fetch(_PG_SUPPRESSED, channels, addresses)
+        return {(row[0], row[1]) for row in rows}
     query = sa.select(suppression.c.channel, suppression.c.address).where(
         sa.tuple_(suppression.c.channel, suppression.c.address).in_(list(pairs))
     )
