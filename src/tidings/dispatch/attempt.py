@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 from tidings.dispatch.types import TypeRules
 from tidings.priorities import Channel, Priority
@@ -152,12 +153,24 @@ def failed(
 
 def released(claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:
     """Give the delivery back without counting the attempt (shutdown, deferral)."""
+    return _uncounted(claimed, Status.PENDING, "released", reason, next_attempt_at=now)
+
+
+def skipped(claimed: ClaimedDelivery, reason: str) -> Outcome:
+    """Not to be sent after all (a send-time policy check); no provider was called."""
+    return _uncounted(claimed, Status.SKIPPED, "skipped", reason, skip_reason=reason)
+
+
+def _uncounted(
+    claimed: ClaimedDelivery, status: Status, event: str, reason: str, **fields: Any
+) -> Outcome:
+    """An outcome that gives the claimed attempt back."""
     return Outcome(
         claimed.id,
         claimed.attempts,
-        Status.PENDING,
+        status,
         claimed.attempts - 1,
-        next_attempt_at=now,
-        event="released",
+        event=event,
         event_detail={"reason": reason},
+        **fields,
     )

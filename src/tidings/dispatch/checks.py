@@ -8,17 +8,16 @@ what is already queued.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
+from tidings.dispatch.attempt import skipped
 from tidings.policy.suppression import canonical_address
-from tidings.states import Status
 from tidings.store import suppressions
 from tidings.store.claims import ClaimedDelivery, Outcome
 from tidings.store.engine import Database
 
 
 async def still_wanted(
-    db: Database, claimed: Sequence[ClaimedDelivery], now: datetime
+    db: Database, claimed: Sequence[ClaimedDelivery]
 ) -> tuple[list[ClaimedDelivery], list[Outcome]]:
     """The deliveries to send, and the outcomes of those that must not be sent."""
     pairs = {d.id: (d.channel, canonical_address(d.channel, d.address)) for d in claimed}
@@ -26,18 +25,5 @@ async def still_wanted(
     if not found:
         return list(claimed), []
     send = [d for d in claimed if pairs[d.id] not in found]
-    skipped = [_skipped(d, "suppressed") for d in claimed if pairs[d.id] in found]
-    return send, skipped
-
-
-def _skipped(delivery: ClaimedDelivery, reason: str) -> Outcome:
-    # No provider was called: the attempt is given back.
-    return Outcome(
-        delivery.id,
-        delivery.attempts,
-        Status.SKIPPED,
-        delivery.attempts - 1,
-        skip_reason=reason,
-        event="skipped",
-        event_detail={"reason": reason},
-    )
+    dropped = [skipped(d, "suppressed") for d in claimed if pairs[d.id] in found]
+    return send, dropped
