@@ -169,6 +169,7 @@ ENDPOINTS = [
     ("PUT", "/v1/users/u1"),
     ("POST", "/v1/devices"),
     ("PUT", "/v1/suppressions/email/a@example.com"),
+    ("PUT", "/v1/users/u1/preferences"),
 ]
 
 

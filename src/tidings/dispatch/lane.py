@@ -94,7 +94,7 @@ class Lane:
         if not claimed:
             return []
         try:
-            send, dropped = await still_wanted(self.context.db, claimed)
+            send, dropped = await still_wanted(self.context.db, claimed, self.context.types.rules)
         except Exception:
             log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
             send, dropped = [], [released(d, utcnow(), "checks failed") for d in claimed]

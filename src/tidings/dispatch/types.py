@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from tidings.catalog import TypeCatalog
 from tidings.dispatch.retry import RetryPolicy
+from tidings.policy.preferences import required_channels
 
 
 @dataclass(frozen=True)
 class TypeRules:
     retry: RetryPolicy
     ttl_seconds: int | None
+    required_channels: frozenset[str] = frozenset()
 
 
 class TypeCache:
@@ -28,7 +30,11 @@ class TypeCache:
         if self._version == self.catalog.version:
             return
         self._rules = {
-            name: TypeRules(self.default_retry.with_overrides(row["retry"]), row["ttl_seconds"])
+            name: TypeRules(
+                self.default_retry.with_overrides(row["retry"]),
+                row["ttl_seconds"],
+                required_channels(row),
+            )
             for name, row in types.items()
         }
         self._version = self.catalog.version

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from tidings.clock import utcnow
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.intake.schemas import NotificationIn
+from tidings.policy.preferences import required_channels, wanted
 from tidings.policy.suppression import canonical_address
 from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
-from tidings.store import registry, suppressions
+from tidings.store import preferences, registry, suppressions
 from tidings.store.intake import AcceptResult, NotificationDraft
 
 ItemResult = AcceptResult | ItemError
@@ -28,7 +29,7 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
         except ItemError as error:
             results.append(error)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
-    await _skip_suppressed(service, drafts)
+    await _skip_unwanted(service, drafts, context)
     stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
     answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
@@ -37,8 +38,30 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
     return answers
 
 
+async def _skip_unwanted(
+    service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
+) -> None:
+    """Deliveries the user switched off, or to a suppressed address, are accepted as
+    SKIPPED with the reason (DESIGN.md §6, rule 2, in that order)."""
+    await _skip_switched_off(service, drafts, context)
+    await _skip_suppressed(service, drafts)
+
+
+async def _skip_switched_off(
+    service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
+) -> None:
+    chosen = await preferences.of_users(service.db, {d.user_id for d in drafts if d.user_id})
+    for draft in drafts:
+        if draft.user_id not in chosen:
+            continue
+        required = required_channels(context.types[draft.type])
+        for d in draft.deliveries:
+            off = not wanted(chosen[draft.user_id], draft.category, d.channel, required)
+            if d.status is Status.PENDING and off:
+                d.status, d.skip_reason = Status.SKIPPED, "preference_off"
+
+
 async def _skip_suppressed(service: Service, drafts: Sequence[NotificationDraft]) -> None:
-    """Deliveries to a suppressed address are accepted as SKIPPED (DESIGN.md §6, rule 2)."""
     pending = [
         (d, (d.channel, canonical_address(d.channel, d.address)))
         for draft in drafts

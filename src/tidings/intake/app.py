@@ -11,6 +11,7 @@ from tidings.intake import (
     errors,
     routes_health,
     routes_notifications,
+    routes_preferences,
     routes_registry,
     routes_suppressions,
 )
@@ -32,6 +33,7 @@ def create_app(service: Service) -> FastAPI:
     errors.install(app)
     app.include_router(routes_notifications.router)
     app.include_router(routes_registry.router)
+    app.include_router(routes_preferences.router)
     app.include_router(routes_suppressions.router)
     app.include_router(routes_health.router)
     settings = service.settings

@@ -58,6 +58,9 @@ def _type_row(name: str, body: TypeIn) -> dict[str, Any]:
         "channels": [c.value for c in dict.fromkeys(body.channels)],
         "ttl_seconds": body.ttl,
         "retry": retry or None,
+        "required_channels": (
+            None if body.required_channels is None else [c.value for c in body.required_channels]
+        ),
     }
 
 
@@ -69,6 +72,7 @@ def _type_out(row: dict[str, Any]) -> TypeOut:
         channels=row["channels"],
         ttl=row["ttl_seconds"],
         retry=row["retry"],
+        required_channels=row["required_channels"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

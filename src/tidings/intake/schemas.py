@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -154,6 +155,11 @@ class TypeIn(ApiModel):
         default=None, gt=0, description="seconds after which an unsent delivery expires"
     )
     retry: RetryOverrides | None = None
+    required_channels: list[Channel] | None = Field(
+        default=None,
+        description="channels that preferences cannot switch off; default: all channels of "
+        "a transactional type, none of others",
+    )
 
 
 class TypeOut(TypeIn):
@@ -172,6 +178,7 @@ class UserIn(ApiModel):
 
 class UserOut(UserIn):
     id: str
+    quiet_hours: QuietHours | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -235,3 +242,32 @@ class SuppressionOut(ApiModel):
     address: str
     reason: str
     created_at: datetime
+
+
+_CLOCK = r"^([01]\d|2[0-3]):[0-5]\d$"
+
+
+class QuietHours(ApiModel):
+    from_: str = Field(alias="from", pattern=_CLOCK, description="HH:MM, local time")
+    to: str = Field(pattern=_CLOCK, description="HH:MM, local time; may be before `from`")
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> QuietHours:
+        if self.from_ == self.to:
+            raise ValueError("quietHours.from and quietHours.to must differ")
+        return self
+
+
+class PreferencesIn(ApiModel):
+    categories: dict[Category, dict[Channel, bool]] = Field(default_factory=dict)
+    quiet_hours: QuietHours | None = None
+    timezone: TimeZone | None = None
+    locale: Locale | None = None
+
+
+class PreferencesOut(ApiModel):
+    user_id: str
+    categories: dict[str, dict[str, bool]]
+    quiet_hours: QuietHours | None
+    timezone: str | None
+    locale: str | None

@@ -52,6 +52,15 @@ async def put_user(db: Database, row: dict[str, Any], now: datetime) -> None:
     await _upsert(db, user_profile, "id", {**row, "created_at": now, "updated_at": now})
 
 
+async def put_user_settings(
+    db: Database, user_id: str, values: dict[str, Any], now: datetime
+) -> None:
+    """Set some fields of a profile (timezone, locale, quiet hours), creating it if need be."""
+    await _upsert(
+        db, user_profile, "id", {"id": user_id, **values, "created_at": now, "updated_at": now}
+    )
+
+
 async def get_users(db: Database, ids: Collection[str]) -> dict[str, dict[str, Any]]:
     return await _rows_by_key(db, user_profile, "id", ids)
 

@@ -60,6 +60,8 @@ notification_type = sa.Table(
     sa.Column("channels", JSONDoc, nullable=False),
     sa.Column("ttl_seconds", sa.Integer, nullable=True),
     sa.Column("retry", JSONDoc, nullable=True),
+    # Channels on which preferences do not apply; NULL: every channel of a transactional type.
+    sa.Column("required_channels", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
 )
@@ -156,6 +158,7 @@ user_profile = sa.Table(
     sa.Column("phone", sa.String(20), nullable=True),
     sa.Column("timezone", sa.String(64), nullable=True),
     sa.Column("locale", sa.String(35), nullable=True),
+    sa.Column("quiet_hours", JSONDoc, nullable=True),  # {"from": "22:00", "to": "08:00"}
     sa.Column("attributes", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
@@ -181,4 +184,14 @@ suppression = sa.Table(
     sa.Column("address", sa.String(4096), primary_key=True),
     sa.Column("reason", sa.String(255), nullable=False),
     _ts("created_at", nullable=False),
+)
+
+preference = sa.Table(
+    "preference",
+    metadata,
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("category", sa.String(20), primary_key=True),
+    sa.Column("channel", sa.String(20), primary_key=True),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    _ts("updated_at", nullable=False),
 )

@@ -1,0 +1,74 @@
+"""PUT/GET /v1/users/{id}/preferences: what a user agreed to receive, where and when."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+
+from tidings.clock import utcnow
+from tidings.intake.errors import error_response
+from tidings.intake.schemas import ErrorResponse, PreferencesIn, PreferencesOut, UserId
+from tidings.policy.preferences import effective
+from tidings.service import Service
+from tidings.store import preferences, registry
+
+router = APIRouter(prefix="/v1/users", tags=["preferences"])
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.put("/{user_id}/preferences", response_model=PreferencesOut)
+async def put_preferences(
+    request: Request, user_id: Annotated[UserId, Path()], body: PreferencesIn
+) -> Any:
+    """Replace the user's preferences; categories and channels left out take the defaults.
+    Applies within seconds to what is already queued."""
+    db = _service(request).db
+    now = utcnow()
+    categories = {
+        category.value: {channel.value: on for channel, on in channels.items()}
+        for category, channels in body.categories.items()
+    }
+    await preferences.replace(db, user_id, categories, now)
+    settings = body.model_dump(mode="json", by_alias=True, include=body.model_fields_set)
+    settings.pop("categories", None)
+    profile = {"timezone", "locale", "quietHours"}
+    values = {_column(name): settings[name] for name in profile & settings.keys()}
+    await registry.put_user_settings(db, user_id, values, now)
+    return await _shown(request, user_id)
+
+
+@router.get(
+    "/{user_id}/preferences",
+    response_model=PreferencesOut,
+    responses={404: {"model": ErrorResponse}},
+)
+async def get_preferences(request: Request, user_id: str) -> Any:
+    """Every category and channel with the value that applies to this user."""
+    shown = await _shown(request, user_id)
+    if shown is None:
+        return error_response(404, "not_found", f"no user {user_id!r}", "userId")
+    return shown
+
+
+def _column(name: str) -> str:
+    return {"quietHours": "quiet_hours"}.get(name, name)
+
+
+async def _shown(request: Request, user_id: str) -> PreferencesOut | None:
+    db = _service(request).db
+    profile = (await registry.get_users(db, [user_id])).get(user_id)
+    if profile is None:
+        return None
+    stored = (await preferences.of_users(db, [user_id])).get(user_id)
+    return PreferencesOut(
+        user_id=user_id,
+        categories=effective(stored),
+        quiet_hours=profile["quiet_hours"],
+        timezone=profile["timezone"],
+        locale=profile["locale"],
+    )

@@ -1,0 +1,52 @@
+"""Preferences: may this category reach this user on this channel? (DESIGN.md §6, rule 2)"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from tidings.priorities import Category, Channel
+
+# (category, channel) -> enabled, as stored for one user; what is absent takes the default.
+UserPreferences = Mapping[tuple[str, str], bool]
+
+DEFAULTS: Mapping[str, bool] = {category.value: True for category in Category}
+
+
+def required_channels(kind: Mapping[str, Any]) -> frozenset[str]:
+    """Channels of a type on which preferences do not apply: by default, every channel of a
+    transactional type (a receipt or a password reset cannot be switched off)."""
+    configured = kind.get("required_channels")
+    if configured is not None:
+        return frozenset(configured)
+    if kind["category"] == Category.TRANSACTIONAL.value:
+        return frozenset(kind["channels"])
+    return frozenset()
+
+
+def wanted(
+    preferences: UserPreferences | None,
+    category: str,
+    channel: str,
+    required: Collection[str],
+    defaults: Mapping[str, bool] = DEFAULTS,
+) -> bool:
+    if channel in required:
+        return True
+    default = defaults.get(category, True)
+    if preferences is None:
+        return default
+    return preferences.get((category, channel), default)
+
+
+def effective(
+    preferences: UserPreferences | None, defaults: Mapping[str, bool] = DEFAULTS
+) -> dict[str, dict[str, bool]]:
+    """Every category and channel with the value that applies, for the API."""
+    return {
+        category.value: {
+            channel.value: wanted(preferences, category.value, channel.value, (), defaults)
+            for channel in Channel
+        }
+        for category in Category
+    }

@@ -1,0 +1,45 @@
+"""Preferences' SQL: one row per (user, category, channel) that the user set."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from tidings.policy.preferences import UserPreferences
+from tidings.store.engine import Database
+from tidings.store.schema import preference
+
+
+async def replace(
+    db: Database, user_id: str, categories: Mapping[str, Mapping[str, bool]], now: datetime
+) -> None:
+    """The user's preferences become exactly ``categories`` (the rest back to defaults)."""
+    rows = [
+        {
+            "user_id": user_id,
+            "category": category,
+            "channel": channel,
+            "enabled": enabled,
+            "updated_at": now,
+        }
+        for category, channels in categories.items()
+        for channel, enabled in channels.items()
+    ]
+    async with db.engine.begin() as conn:
+        await conn.execute(sa.delete(preference).where(preference.c.user_id == user_id))
+        if rows:
+            await conn.execute(sa.insert(preference), rows)
+
+
+async def of_users(db: Database, user_ids: Collection[str]) -> dict[str, UserPreferences]:
+    """Stored preferences of those users that have any (one query)."""
+    if not user_ids:
+        return {}
+    query = sa.select(preference).where(preference.c.user_id.in_(list(user_ids)))
+    found: dict[str, dict[tuple[str, str], bool]] = {}
+    async with db.engine.connect() as conn:
+        for row in await conn.execute(query):
+            found.setdefault(row.user_id, {})[(row.category, row.channel)] = row.enabled
+    return dict(found)
