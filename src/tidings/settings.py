@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     reaper_interval: float = Field(default=5.0, gt=0)
     outcome_flush_interval: float = Field(default=0.01, gt=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
+    # A delivery held by quiet hours goes out at the window's end plus up to this many seconds.
+    quiet_hours_jitter: float = Field(default=600.0, ge=0)
 
     # Intake limits.
     max_body_bytes: int = 256 * 1024

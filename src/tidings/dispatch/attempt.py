@@ -156,6 +156,12 @@ def released(claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:
     return _uncounted(claimed, Status.PENDING, "released", reason, next_attempt_at=now)
 
 
+def deferred(claimed: ClaimedDelivery, until: datetime, reason: str) -> Outcome:
+    """Not now (quiet hours, later a rate limit): back to PENDING until ``until``, the
+    attempt given back, for it is nobody's failure."""
+    return _uncounted(claimed, Status.PENDING, "deferred", reason, next_attempt_at=until)
+
+
 def skipped(claimed: ClaimedDelivery, reason: str) -> Outcome:
     """Not to be sent after all (a send-time policy check); no provider was called."""
     return _uncounted(claimed, Status.SKIPPED, "skipped", reason, skip_reason=reason)

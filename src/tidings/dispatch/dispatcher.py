@@ -7,6 +7,7 @@ import logging
 import random
 
 from tidings.clock import utcnow
+from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.retry import RetryPolicy
@@ -32,15 +33,18 @@ class Dispatcher:
         self.service = service
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
+        rng = rng or random.Random()
+        types = TypeCache(service.types, retry)
         context = LaneContext(
             db=service.db,
             providers=providers,
             writer=self.writer,
-            types=TypeCache(service.types, retry),
+            types=types,
             wakeup=service.wakeup,
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,
-            rng=rng or random.Random(),
+            rng=rng,
+            checks=SendTimeChecks(service.db, types.rules, rng, settings.quiet_hours_jitter),
         )
         self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
 

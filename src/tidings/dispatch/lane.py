@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import attempt, precheck, released
-from tidings.dispatch.checks import still_wanted
+from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
@@ -39,6 +39,7 @@ class LaneContext:
     lease_seconds: float
     provider_timeout: float
     rng: random.Random
+    checks: SendTimeChecks
 
 
 class Lane:
@@ -94,7 +95,7 @@ class Lane:
         if not claimed:
             return []
         try:
-            send, dropped = await still_wanted(self.context.db, claimed, self.context.types.rules)
+            send, dropped = await self.context.checks.apply(claimed, utcnow())
         except Exception:
             log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
             send, dropped = [], [released(d, utcnow(), "checks failed") for d in claimed]
