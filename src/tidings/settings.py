@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(default=10.0, ge=0)
     # A delivery held by quiet hours goes out at the window's end plus up to this many seconds.
     quiet_hours_jitter: float = Field(default=600.0, ge=0)
+    # Sends per user and category per local day; categories absent here have no cap, and
+    # transactional messages never do.
+    frequency_caps: dict[str, int] = Field(default_factory=lambda: {"marketing": 3})
 
     # Intake limits.
     max_body_bytes: int = 256 * 1024

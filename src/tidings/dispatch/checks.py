@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
 
 from tidings.dispatch.attempt import deferred, skipped
 from tidings.dispatch.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
 from tidings.policy.suppression import canonical_address
-from tidings.store import preferences, registry, suppressions
+from tidings.priorities import Category
+from tidings.store import frequency, preferences, registry, suppressions
 from tidings.store.claims import ClaimedDelivery, Outcome
 from tidings.store.engine import Database
+
+TRANSACTIONAL = Category.TRANSACTIONAL.value
+# Sends per user and category per local day (DESIGN.md §6, rule 4).
+DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,7 @@ class SendTimeChecks:
     rules: Callable[[str], TypeRules]
     rng: random.Random
     quiet_jitter: float = 600.0  # seconds: not every phone buzzes at 08:00:00
+    caps: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_CAPS))
 
     async def apply(
         self, claimed: Sequence[ClaimedDelivery], now: datetime
@@ -37,10 +45,14 @@ class SendTimeChecks:
         reasons = await self._switched_off(claimed)
         reasons |= await self._suppressed([d for d in claimed if d.id not in reasons])
         outcomes = [skipped(d, reasons[d.id]) for d in claimed if d.id in reasons]
-        wanted_now = [d for d in claimed if d.id not in reasons]
-        until = await self._quiet(wanted_now, now)
-        outcomes += [deferred(d, until[d.id], "quiet_hours") for d in wanted_now if d.id in until]
-        return [d for d in wanted_now if d.id not in until], outcomes
+        wanted = [d for d in claimed if d.id not in reasons]
+        profiles = await self._profiles(wanted)
+        until = self._quiet(wanted, profiles, now)
+        outcomes += [deferred(d, until[d.id], "quiet_hours") for d in wanted if d.id in until]
+        # Counted last, as only what is sent now may use up a day's allowance.
+        capped = await self._over_cap([d for d in wanted if d.id not in until], profiles, now)
+        outcomes += [skipped(d, "frequency_cap") for d in wanted if d.id in capped]
+        return [d for d in wanted if d.id not in until and d.id not in capped], outcomes
 
     async def _switched_off(self, claimed: Sequence[ClaimedDelivery]) -> dict[uuid.UUID, str]:
         chosen = await preferences.of_users(self.db, {d.user_id for d in claimed if d.user_id})
@@ -58,14 +70,19 @@ class SendTimeChecks:
         found = await suppressions.suppressed(self.db, set(pairs.values()))
         return {d.id: "suppressed" for d in claimed if pairs[d.id] in found}
 
-    async def _quiet(
-        self, claimed: Sequence[ClaimedDelivery], now: datetime
+    async def _profiles(self, claimed: Sequence[ClaimedDelivery]) -> dict[str, dict[str, Any]]:
+        """The profiles of users with deliveries that quiet hours or caps may hold back."""
+        users = {d.user_id for d in claimed if d.user_id and d.category != TRANSACTIONAL}
+        return await registry.get_users(self.db, users)
+
+    def _quiet(
+        self,
+        claimed: Sequence[ClaimedDelivery],
+        profiles: Mapping[str, dict[str, Any]],
+        now: datetime,
     ) -> dict[uuid.UUID, datetime]:
         """Deliveries inside their user's quiet hours, with when to try again."""
         eligible = [d for d in claimed if d.user_id and quiet_hours.applies(d.category, d.channel)]
-        if not eligible:
-            return {}
-        profiles = await registry.get_users(self.db, {d.user_id for d in eligible if d.user_id})
         until: dict[uuid.UUID, datetime] = {}
         for d in eligible:
             profile = profiles.get(d.user_id or "")
@@ -76,3 +93,34 @@ class SendTimeChecks:
             if end is not None:
                 until[d.id] = end + timedelta(seconds=self.rng.uniform(0, self.quiet_jitter))
         return until
+
+    async def _over_cap(
+        self,
+        claimed: Sequence[ClaimedDelivery],
+        profiles: Mapping[str, dict[str, Any]],
+        now: datetime,
+    ) -> set[uuid.UUID]:
+        """Deliveries beyond their user's daily cap for the category (the rest are counted)."""
+        capped = [
+            d
+            for d in claimed
+            if d.user_id and d.category in self.caps and d.category != TRANSACTIONAL
+        ]
+        if not capped:
+            return set()
+        sends = [
+            (
+                d.user_id or "",
+                d.category,
+                _local_day(now, profiles.get(d.user_id or "")),
+                self.caps[d.category],
+            )
+            for d in capped
+        ]
+        counted = await frequency.count_sends(self.db, sends)
+        return {d.id for d, ok in zip(capped, counted, strict=True) if not ok}
+
+
+def _local_day(now: datetime, profile: Mapping[str, Any] | None) -> date:
+    zone = profile.get("timezone") if profile else None
+    return now.astimezone(ZoneInfo(zone)).date() if zone else now.date()

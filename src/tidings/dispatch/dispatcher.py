@@ -44,7 +44,9 @@ class Dispatcher:
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,
             rng=rng,
-            checks=SendTimeChecks(service.db, types.rules, rng, settings.quiet_hours_jitter),
+            checks=SendTimeChecks(
+                service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
+            ),
         )
         self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
 

@@ -195,3 +195,13 @@ preference = sa.Table(
     sa.Column("enabled", sa.Boolean, nullable=False),
     _ts("updated_at", nullable=False),
 )
+
+frequency_count = sa.Table(
+    "frequency_count",
+    metadata,
+    # Sends per user, category and the user's local day: the frequency caps' counters.
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("category", sa.String(20), primary_key=True),
+    sa.Column("day", sa.Date, primary_key=True),
+    sa.Column("sent", sa.Integer, nullable=False),
+)
