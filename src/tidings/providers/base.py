@@ -10,7 +10,7 @@ from tidings.priorities import Channel, Priority
 from tidings.states import FailureKind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """What a provider needs to send one delivery."""
 

@@ -24,7 +24,7 @@ from tidings.store.engine import Database
 from tidings.store.schema import delivery, delivery_event, notification
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per delivery sent: no frozen overhead
 class ClaimedDelivery:
     id: uuid.UUID
     notification_id: uuid.UUID
@@ -149,7 +149,7 @@ async def _claim_sqlite(
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per delivery sent: no frozen overhead
 class Outcome:
     """The result of one attempt, to be written back (in batches)."""
 
