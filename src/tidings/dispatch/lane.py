@@ -91,14 +91,23 @@ class Lane:
             return []
 
     async def _still_wanted(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
-        """Those to send; the others' outcomes go to the writer."""
-        if not claimed:
+        """Those to send; the others' outcomes go to the writer. Expired and exhausted ones
+        first, so that they use up no frequency cap."""
+        now = utcnow()
+        ready = []
+        for delivery in claimed:
+            outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
+            if outcome is None:
+                ready.append(delivery)
+            else:
+                self.context.writer.put(outcome)
+        if not ready:
             return []
         try:
-            send, dropped = await self.context.checks.apply(claimed, utcnow())
+            send, dropped = await self.context.checks.apply(ready, now)
         except Exception:
             log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
-            send, dropped = [], [released(d, utcnow(), "checks failed") for d in claimed]
+            send, dropped = [], [released(d, now, "checks failed") for d in ready]
         for outcome in dropped:
             self.context.writer.put(outcome)
         return send
@@ -116,12 +125,10 @@ class Lane:
         context = self.context
         rules = context.types.rules(delivery.type)
         try:
-            outcome = precheck(delivery, rules, utcnow())
-            if outcome is None:
-                provider = context.providers[Channel(delivery.channel)]
-                outcome = await attempt(
-                    delivery, provider, rules, context.provider_timeout, context.rng, utcnow()
-                )
+            provider = context.providers[Channel(delivery.channel)]
+            outcome = await attempt(
+                delivery, provider, rules, context.provider_timeout, context.rng, utcnow()
+            )
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
             context.writer.put(released(delivery, utcnow(), "shutdown"))
