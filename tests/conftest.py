@@ -106,6 +106,7 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=database_url,
         outbox_dir=tmp_path / "outbox",
+        secret_key="test-secret",
         reaper_interval=0.2,
         outcome_flush_interval=0.005,
         lanes={

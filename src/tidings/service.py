@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tidings.catalog import TypeCatalog
 from tidings.dispatch.wakeup import Wakeup
+from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
 
@@ -16,9 +17,12 @@ class Service:
     db: Database
     wakeup: Wakeup = field(default_factory=Wakeup)
     types: TypeCatalog = field(init=False)
+    unsubscriber: Unsubscriber = field(init=False)
 
     def __post_init__(self) -> None:
         self.types = TypeCatalog(self.db)
+        secret = load_secret(self.settings.secret_key, self.settings.secret_file)
+        self.unsubscriber = Unsubscriber(secret, self.settings.public_url)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     namespace: str = "default"
+    # Where recipients reach this service (unsubscribe links); use https in production.
+    public_url: str = "http://127.0.0.1:8000"
+    # Signs unsubscribe links. Unset: a random one kept in secret_file.
+    secret_key: str | None = None
+    secret_file: Path = Path("./tidings.secret")
     # One log line per HTTP request; off by default (paths can carry user ids and tokens).
     access_log: bool = False
 

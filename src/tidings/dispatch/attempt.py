@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.dispatch.types import TypeRules
-from tidings.priorities import Channel, Priority
+from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
+from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery, Outcome
@@ -16,7 +17,20 @@ from tidings.store.claims import ClaimedDelivery, Outcome
 MAX_ERROR_LENGTH = 1000
 
 
-def message_for(claimed: ClaimedDelivery) -> Message:
+def message_for(claimed: ClaimedDelivery, unsubscriber: Unsubscriber | None = None) -> Message:
+    headers: dict[str, str] = {}
+    link = None
+    if unsubscriber is not None and claimed.category == Category.MARKETING.value:
+        # Every marketing message offers a way out; email also in its headers (RFC 8058).
+        request = Unsubscribe(
+            claimed.category,
+            claimed.channel,
+            claimed.user_id,
+            None if claimed.user_id else claimed.address,
+        )
+        link = unsubscriber.url(request)
+        if claimed.channel == Channel.EMAIL.value:
+            headers = unsubscriber.headers(request)
     return Message(
         delivery_id=claimed.id,
         notification_id=claimed.notification_id,
@@ -28,6 +42,8 @@ def message_for(claimed: ClaimedDelivery) -> Message:
         locale=claimed.locale,
         user_id=claimed.user_id,
         attempt=claimed.attempts,
+        headers=headers,
+        unsubscribe_url=link,
     )
 
 
@@ -61,10 +77,11 @@ async def attempt(
     send_timeout: float,
     rng: random.Random,
     now: datetime,
+    unsubscriber: Unsubscriber | None = None,
 ) -> Outcome:
     try:
         async with asyncio.timeout(send_timeout):
-            result = await provider.send(message_for(claimed))
+            result = await provider.send(message_for(claimed, unsubscriber))
     except ProviderError as error:
         return after_failure(
             claimed, rules, error.kind, str(error), rng, now, error.retry_after, provider.name

@@ -44,6 +44,7 @@ class Dispatcher:
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,
             rng=rng,
+            unsubscriber=service.unsubscriber,
             checks=SendTimeChecks(
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
             ),

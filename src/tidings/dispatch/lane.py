@@ -15,6 +15,7 @@ from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.dispatch.wakeup import Wakeup
+from tidings.policy.unsubscribe import Unsubscriber
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
 from tidings.settings import LaneSettings
@@ -40,6 +41,7 @@ class LaneContext:
     provider_timeout: float
     rng: random.Random
     checks: SendTimeChecks
+    unsubscriber: Unsubscriber | None = None
 
 
 class Lane:
@@ -127,7 +129,13 @@ class Lane:
         try:
             provider = context.providers[Channel(delivery.channel)]
             outcome = await attempt(
-                delivery, provider, rules, context.provider_timeout, context.rng, utcnow()
+                delivery,
+                provider,
+                rules,
+                context.provider_timeout,
+                context.rng,
+                utcnow(),
+                context.unsubscriber,
             )
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.

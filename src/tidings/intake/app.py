@@ -14,6 +14,7 @@ from tidings.intake import (
     routes_preferences,
     routes_registry,
     routes_suppressions,
+    routes_unsubscribe,
 )
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
@@ -35,6 +36,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(routes_registry.router)
     app.include_router(routes_preferences.router)
     app.include_router(routes_suppressions.router)
+    app.include_router(routes_unsubscribe.router)
     app.include_router(routes_health.router)
     settings = service.settings
     app.add_middleware(

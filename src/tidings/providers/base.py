@@ -24,6 +24,10 @@ class Message:
     locale: str | None = None
     user_id: str | None = None
     attempt: int = 1
+    # Headers the message must carry (email: List-Unsubscribe for marketing), and the
+    # unsubscribe link for a visible footer.
+    headers: dict[str, str] = field(default_factory=dict)
+    unsubscribe_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""GET and POST /u/{token}: one-click unsubscribe (RFC 8058) and its confirmation page.
+
+GET only shows a page with a button: mail scanners follow links, and must not unsubscribe
+anyone. POST (the button, or a mail client's one-click request) switches the category off.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from tidings.clock import utcnow
+from tidings.policy.suppression import canonical_address
+from tidings.policy.unsubscribe import InvalidToken, Unsubscribe
+from tidings.service import Service
+from tidings.store import preferences, suppressions
+
+router = APIRouter(tags=["unsubscribe"])
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="font-family: sans-serif; max-width: 32rem; margin: 4rem auto; padding: 0 1rem">
+<h1>{title}</h1><p>{text}</p>{form}</body></html>"""
+
+
+def _page(title: str, text: str, form: str = "", status_code: int = 200) -> HTMLResponse:
+    body = _PAGE.format(title=escape(title), text=escape(text), form=form)
+    return HTMLResponse(body, status_code=status_code)
+
+
+def _read(request: Request, token: str) -> Unsubscribe:
+    service: Service = request.app.state.service
+    return service.unsubscriber.read(token)
+
+
+def _invalid() -> HTMLResponse:
+    return _page(
+        "Link not valid", "This unsubscribe link is not valid or was altered.", status_code=400
+    )
+
+
+@router.get("/u/{token}", response_class=HTMLResponse)
+async def confirm_unsubscribe(request: Request, token: str) -> HTMLResponse:
+    """A confirmation page; it never unsubscribes by itself."""
+    try:
+        wanted = _read(request, token)
+    except InvalidToken:
+        return _invalid()
+    form = (
+        f'<form method="post" action="/u/{escape(token)}">'
+        '<button type="submit">Unsubscribe</button></form>'
+    )
+    text = f"Stop receiving {wanted.category} messages by {wanted.channel}?"
+    return _page("Unsubscribe", text, form)
+
+
+@router.post("/u/{token}", response_class=HTMLResponse)
+async def unsubscribe(request: Request, token: str) -> HTMLResponse:
+    """Switch the category off on that channel (or suppress a bare address)."""
+    try:
+        wanted = _read(request, token)
+    except InvalidToken:
+        return _invalid()
+    service: Service = request.app.state.service
+    if wanted.user_id is not None:
+        await preferences.switch(
+            service.db, wanted.user_id, wanted.category, wanted.channel, False, utcnow()
+        )
+    elif wanted.address is not None:
+        address = canonical_address(wanted.channel, wanted.address)
+        await suppressions.put(service.db, wanted.channel, address, "unsubscribe", utcnow())
+    text = f"You will no longer receive {wanted.category} messages by {wanted.channel}."
+    return _page("Unsubscribed", text)
