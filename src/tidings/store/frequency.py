@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from sqlalchemy.dialects import postgresql, sqlite
-
 from tidings.store.engine import Database
 from tidings.store.schema import frequency_count
+from tidings.store.upsert import insert
 
 # (user id, category, the user's local day, the cap)
 Send = tuple[str, str, date, int]
@@ -18,17 +17,16 @@ async def count_sends(db: Database, sends: Sequence[Send]) -> list[bool]:
     """Count each send against its cap, in order, in one transaction; False for a send over
     its cap (not counted). The increment is one atomic upsert, so dispatchers racing for a
     user's last slot of the day cannot both win it."""
-    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
     allowed: list[bool] = []
     async with db.engine.begin() as conn:
         for user_id, category, day, cap in sends:
             if cap <= 0:
                 allowed.append(False)
                 continue
-            insert = dialect_insert(frequency_count).values(
+            first = insert(db, frequency_count).values(
                 user_id=user_id, category=category, day=day, sent=1
             )
-            increment = insert.on_conflict_do_update(
+            increment = first.on_conflict_do_update(
                 index_elements=["user_id", "category", "day"],
                 set_={"sent": frequency_count.c.sent + 1},
                 where=frequency_count.c.sent < cap,

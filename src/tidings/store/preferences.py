@@ -6,11 +6,11 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tidings.policy.preferences import UserPreferences
 from tidings.store.engine import Database
 from tidings.store.schema import preference
+from tidings.store.upsert import upsert
 
 
 async def replace(
@@ -38,16 +38,14 @@ async def switch(
     db: Database, user_id: str, category: str, channel: str, enabled: bool, now: datetime
 ) -> None:
     """Set one (category, channel) preference, leaving the others as they are."""
-    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
-    statement = dialect_insert(preference).values(
-        user_id=user_id, category=category, channel=channel, enabled=enabled, updated_at=now
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=["user_id", "category", "channel"],
-        set_={"enabled": statement.excluded.enabled, "updated_at": statement.excluded.updated_at},
-    )
-    async with db.engine.begin() as conn:
-        await conn.execute(statement)
+    row = {
+        "user_id": user_id,
+        "category": category,
+        "channel": channel,
+        "enabled": enabled,
+        "updated_at": now,
+    }
+    await upsert(db, preference, ["user_id", "category", "channel"], row)
 
 
 async def of_users(db: Database, user_ids: Collection[str]) -> dict[str, UserPreferences]:

@@ -7,20 +7,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tidings.store.engine import Database
 from tidings.store.schema import device, notification_type, user_profile
-
-
-async def _upsert(db: Database, table: sa.Table, key: str, row: dict[str, Any]) -> None:
-    """Insert ``row``, or update every column but the key and ``created_at``."""
-    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
-    statement = dialect_insert(table).values(row)
-    updates = {name: statement.excluded[name] for name in row if name not in (key, "created_at")}
-    statement = statement.on_conflict_do_update(index_elements=[key], set_=updates)
-    async with db.engine.begin() as conn:
-        await conn.execute(statement)
+from tidings.store.upsert import upsert
 
 
 async def _rows_by_key(
@@ -35,7 +25,7 @@ async def _rows_by_key(
 
 
 async def put_type(db: Database, row: dict[str, Any], now: datetime) -> None:
-    await _upsert(db, notification_type, "name", {**row, "created_at": now, "updated_at": now})
+    await upsert(db, notification_type, ["name"], {**row, "created_at": now, "updated_at": now})
 
 
 async def get_types(db: Database, names: Collection[str]) -> dict[str, dict[str, Any]]:
@@ -49,15 +39,15 @@ async def all_types(db: Database) -> dict[str, dict[str, Any]]:
 
 
 async def put_user(db: Database, row: dict[str, Any], now: datetime) -> None:
-    await _upsert(db, user_profile, "id", {**row, "created_at": now, "updated_at": now})
+    await upsert(db, user_profile, ["id"], {**row, "created_at": now, "updated_at": now})
 
 
 async def put_user_settings(
     db: Database, user_id: str, values: dict[str, Any], now: datetime
 ) -> None:
     """Set some fields of a profile (timezone, locale, quiet hours), creating it if need be."""
-    await _upsert(
-        db, user_profile, "id", {"id": user_id, **values, "created_at": now, "updated_at": now}
+    await upsert(
+        db, user_profile, ["id"], {"id": user_id, **values, "created_at": now, "updated_at": now}
     )
 
 
@@ -76,7 +66,7 @@ async def put_device(db: Database, token: str, user_id: str, platform: str, now:
         "created_at": now,
         "updated_at": now,
     }
-    await _upsert(db, device, "token", row)
+    await upsert(db, device, ["token"], row)
 
 
 async def delete_device(db: Database, token: str) -> bool:

@@ -7,25 +7,18 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tidings.store.engine import Database
 from tidings.store.schema import suppression
+from tidings.store.upsert import upsert
 
 Pair = tuple[str, str]  # (channel, canonical address)
 
 
 async def put(db: Database, channel: str, address: str, reason: str, now: datetime) -> None:
     """Suppress (or re-suppress with a new reason) one address."""
-    dialect_insert = postgresql.insert if db.is_postgres else sqlite.insert
-    statement = dialect_insert(suppression).values(
-        channel=channel, address=address, reason=reason, created_at=now
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=["channel", "address"], set_={"reason": statement.excluded.reason}
-    )
-    async with db.engine.begin() as conn:
-        await conn.execute(statement)
+    row = {"channel": channel, "address": address, "reason": reason, "created_at": now}
+    await upsert(db, suppression, ["channel", "address"], row)
 
 
 async def get(db: Database, channel: str, address: str) -> dict[str, Any] | None:
