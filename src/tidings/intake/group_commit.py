@@ -1,8 +1,9 @@
 """Group commit: concurrent single requests share one transaction (DESIGN.md §5, Intake).
 
-While one group is being committed, newly arriving requests queue up; when it is done they
-all go in the next transaction together. An idle service commits a lone request at once
-(no added delay); a busy one answers many requests per commit. Each request is answered
+While groups are being committed, newly arriving requests queue up and go together in the
+next transaction. An idle service commits a lone request at once (no added delay); a busy
+one answers many requests per commit, with up to ``max_in_flight`` commits under way (one
+alone would leave the process idle while the database syncs). Each request is answered
 only after the commit that holds it.
 """
 
@@ -25,19 +26,23 @@ class GroupCommit(Generic[Item, Result]):
         self,
         commit: Callable[[Sequence[Item]], Awaitable[list[Result]]],
         max_items: int = 1000,
+        max_in_flight: int = 4,
     ) -> None:
         self._commit = commit
         self._max_items = max_items
+        self._max_in_flight = max_in_flight
         self._queue: list[_Waiting[Item, Result]] = []
-        self._drainer: asyncio.Task[None] | None = None
+        self._drainers: set[asyncio.Task[None]] = set()
 
     async def submit(self, items: Sequence[Item]) -> list[Result]:
         """Commit ``items`` (with whatever else is waiting); their results, in order."""
         future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
         self._queue.append((items, future))
-        if self._drainer is None or self._drainer.done():
+        if len(self._drainers) < self._max_in_flight:
             # A task of its own: a cancelled request must not abort the others' commit.
-            self._drainer = asyncio.create_task(self._drain())
+            drainer = asyncio.create_task(self._drain())
+            self._drainers.add(drainer)
+            drainer.add_done_callback(self._drainers.discard)
         return await future
 
     async def _drain(self) -> None:
