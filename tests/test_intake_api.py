@@ -228,3 +228,20 @@ async def test_readyz_reports_a_database_that_needs_migrating(tmp_path: Path) ->
     assert ready.status_code == 503
     assert ready.json()["error"]["code"] == "migrations_pending"
     assert "tidings migrate" in ready.json()["error"]["message"]
+
+
+async def test_the_batch_body_is_documented_and_its_envelope_checked(
+    client: httpx.AsyncClient,
+) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    body = spec["paths"]["/v1/notifications/batch"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/BatchIn"}
+    batch_in = spec["components"]["schemas"]["BatchIn"]
+    assert batch_in["properties"]["notifications"]["items"]["$ref"].endswith("/BatchItemIn")
+    assert "BatchItemIn" in spec["components"]["schemas"]
+    not_json = await client.post("/v1/notifications/batch", content=b"{oops")
+    assert not_json.status_code == 400
+    for envelope in ({}, {"notifications": []}, {"notifications": "x"}, [1]):
+        answer = await client.post("/v1/notifications/batch", json=envelope)
+        assert answer.status_code == 422, envelope
+        assert answer.json()["error"]["field"] in ("notifications", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -19,6 +20,7 @@ from tidings.intake import (
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.limits import BodySizeLimit
+from tidings.intake.schemas import BatchIn
 from tidings.service import Service
 
 
@@ -44,4 +46,20 @@ def create_app(service: Service) -> FastAPI:
         limit=settings.max_body_bytes,
         limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
     )
+    _document_batch_body(app)
     return app
+
+
+def _document_batch_body(app: FastAPI) -> None:
+    """Add BatchIn to the OpenAPI components: the batch route reads its body itself."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            body = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update({**body.pop("$defs", {}), "BatchIn": body})
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated, Any
 
 import pydantic_core
-from fastapi import APIRouter, Body, Header, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
 from tidings.intake.accept import ItemResult, accept
@@ -15,6 +16,8 @@ from tidings.intake.errors import error_response, field_name, validation_message
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.masking import mask_address
 from tidings.intake.schemas import (
+    BatchEnvelope,
+    BatchIn,
     BatchItemIn,
     BatchResult,
     DeliveryOut,
@@ -31,7 +34,6 @@ from tidings.store.intake import Accepted, KeyConflict
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
 
-MAX_BATCH = 1000
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 409, 413, 422)
 }
@@ -86,16 +88,21 @@ async def create_notification(
 
 _batch_item = TypeAdapter(BatchItemIn)
 
+# The body is read here from the raw bytes, and documented from BatchIn (see app.py):
+# pydantic parses JSON straight into the models, where json.loads, FastAPI's validation of
+# the envelope and then the items' took a quarter of a batch's time.
+_BATCH_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchIn"}}},
+    }
+}
 
-@router.post("/batch", response_model=BatchResult, responses=_ERRORS)
-async def create_batch(
-    request: Request,
-    notifications: Annotated[
-        list[dict[str, Any]], Body(embed=True, max_length=MAX_BATCH, min_length=1)
-    ],
-) -> Any:
+
+@router.post("/batch", response_model=BatchResult, responses=_ERRORS, openapi_extra=_BATCH_BODY)
+async def create_batch(request: Request) -> Any:
     """Accept up to 1,000 notifications in one transaction; a result per item, in order."""
-    parsed = _parse_items(notifications)
+    parsed = _parse_batch(await request.body())
     valid = [(i.idempotency_key, i) for i in parsed if isinstance(i, BatchItemIn)]
     accepted = iter(await accept(_service(request), valid) if valid else [])
     results = [
@@ -105,25 +112,37 @@ async def create_batch(
     return _json({"results": results})
 
 
-_batch_items = TypeAdapter(list[BatchItemIn])
-
-
-def _parse_items(raw: list[dict[str, Any]]) -> list[BatchItemIn | ItemError]:
-    """All items in one call into pydantic; item by item only to say which ones are bad."""
+def _parse_batch(body: bytes) -> list[BatchItemIn | ItemError]:
+    """Every item in one pass; item by item only to say which ones are bad."""
     try:
-        return list(_batch_items.validate_python(raw))
+        return list(BatchIn.model_validate_json(body).notifications)
     except ValidationError:
-        return [_parse_item(item) for item in raw]
+        pass
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise ItemError(
+            "invalid_request", "the request body is not valid JSON", None, 400
+        ) from None
+    try:
+        envelope = BatchEnvelope.model_validate(document)
+    except ValidationError as exc:
+        raise _item_error(exc) from None
+    return [_parse_item(item) for item in envelope.notifications]
+
+
+def _item_error(exc: ValidationError) -> ItemError:
+    first = exc.errors()[0]
+    return ItemError(
+        "invalid_request", validation_message(dict(first)), field_name(first.get("loc", ()))
+    )
 
 
 def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:
     try:
         return _batch_item.validate_python(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        return ItemError(
-            "invalid_request", validation_message(dict(first)), field_name(first.get("loc", ()))
-        )
+        return _item_error(exc)
 
 
 def _batch_result(index: int, result: ItemResult) -> dict[str, Any]:

@@ -107,6 +107,19 @@ class BatchItemIn(NotificationIn):
     idempotency_key: IdempotencyKey
 
 
+MAX_BATCH = 1000
+
+
+class BatchIn(ApiModel):
+    notifications: list[BatchItemIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchEnvelope(ApiModel):
+    """A batch whose items are not all valid: each is then checked on its own."""
+
+    notifications: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
 class DeliveryAccepted(ApiModel):
     id: uuid.UUID
     channel: str
