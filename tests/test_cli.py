@@ -15,7 +15,7 @@ from tests.helpers import eventually
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 
-COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status"]
+COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -23,6 +23,12 @@ def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
+
+
+@pytest.mark.parametrize("command", ["list", "replay"])
+def test_dlq_commands_have_help(command: str) -> None:
+    result = CliRunner().invoke(app, ["dlq", command, "--help"])
+    assert result.exit_code == 0, result.output
 
 
 def test_top_level_help_lists_the_commands() -> None:

@@ -170,6 +170,55 @@ def status(
     console.print(table)
 
 
+dlq = typer.Typer(
+    help="The dead-letter queue: deliveries that failed for good.", no_args_is_help=True
+)
+app.add_typer(dlq, name="dlq")
+
+
+@dlq.command("list")
+def dlq_list(
+    kind: Annotated[list[str] | None, typer.Option(help="exhausted, poison or permanent.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
+    url: UrlOption = "http://127.0.0.1:8000",
+) -> None:
+    """List failed deliveries (exhausted and poison by default)."""
+    params: dict[str, Any] = {"limit": limit, "kind": kind or []}
+    response = _request("GET", f"{url}/v1/dead-letters", params=params)
+    if response.status_code != 200:
+        _fail(_error_text(response))
+    table = Table("delivery", "channel", "address", "kind", "attempts", "failed at", "last error")
+    for d in response.json():
+        table.add_row(
+            d["id"],
+            d["channel"],
+            d["address"],
+            d["failureKind"] or "",
+            str(d["attempts"]),
+            d["failedAt"],
+            (d["lastError"] or "")[:60],
+        )
+    console.print(table)
+
+
+@dlq.command("replay")
+def dlq_replay(
+    delivery_ids: Annotated[list[str], typer.Argument(help="Delivery ids to send again.")],
+    url: UrlOption = "http://127.0.0.1:8000",
+) -> None:
+    """Send failed deliveries again, with fresh attempts."""
+    failed = False
+    for delivery_id in delivery_ids:
+        response = _request("POST", f"{url}/v1/deliveries/{delivery_id}/replay")
+        if response.status_code == 200:
+            console.print(f"{delivery_id}: PENDING")
+        else:
+            failed = True
+            console.print(f"{delivery_id}: {_error_text(response)}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

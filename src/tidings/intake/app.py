@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from tidings import __version__
 from tidings.intake import (
     errors,
+    routes_deadletters,
     routes_health,
     routes_notifications,
     routes_preferences,
@@ -38,6 +39,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(routes_registry.router)
     app.include_router(routes_preferences.router)
     app.include_router(routes_suppressions.router)
+    app.include_router(routes_deadletters.router)
     app.include_router(routes_unsubscribe.router)
     app.include_router(routes_health.router)
     settings = service.settings

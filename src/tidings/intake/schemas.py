@@ -284,3 +284,19 @@ class PreferencesOut(ApiModel):
     quiet_hours: QuietHours | None
     timezone: str | None
     locale: str | None
+
+
+class DeadLetter(ApiModel):
+    id: uuid.UUID
+    notification_id: uuid.UUID
+    channel: str
+    address: str
+    failure_kind: str | None
+    last_error: str | None
+    attempts: int
+    failed_at: datetime
+
+
+class Replayed(ApiModel):
+    id: uuid.UUID
+    status: Literal["PENDING"]

@@ -132,6 +132,13 @@ delivery = sa.Table(
         sqlite_where=sa.text("lease_until IS NOT NULL"),
     ),
     sa.Index("ix_delivery_provider_msg", "provider", "provider_msg_id"),
+    # The dead-letter queue: failed deliveries, newest first.
+    sa.Index(
+        "ix_delivery_failed",
+        "updated_at",
+        postgresql_where=sa.text("status = 'FAILED'"),
+        sqlite_where=sa.text("status = 'FAILED'"),
+    ),
 )
 
 delivery_event = sa.Table(

@@ -1,0 +1,67 @@
+"""The dead-letter queue: GET /v1/dead-letters, POST /v1/deliveries/{id}/replay."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from tidings.clock import utcnow
+from tidings.intake.errors import error_response
+from tidings.intake.masking import mask_address
+from tidings.intake.schemas import DeadLetter, ErrorResponse, Replayed
+from tidings.priorities import Priority
+from tidings.service import Service
+from tidings.states import FailureKind
+from tidings.store import deadletters
+
+router = APIRouter(prefix="/v1", tags=["dead letters"])
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.get("/dead-letters", response_model=list[DeadLetter])
+async def list_dead_letters(
+    request: Request,
+    kind: Annotated[list[FailureKind] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
+    """Failed deliveries (exhausted and poison by default), newest first."""
+    kinds = [k.value for k in kind] if kind else deadletters.DEAD_KINDS
+    rows = await deadletters.list_dead(_service(request).db, kinds, limit)
+    return [
+        DeadLetter(
+            id=row["id"],
+            notification_id=row["notification_id"],
+            channel=row["channel"],
+            address=mask_address(row["channel"], row["address"]),
+            failure_kind=row["failure_kind"],
+            last_error=row["last_error"],
+            attempts=row["attempts"],
+            failed_at=row["updated_at"],
+        )
+        for row in rows
+    ]
+
+
+@router.post(
+    "/deliveries/{delivery_id}/replay",
+    response_model=Replayed,
+    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+)
+async def replay_delivery(request: Request, delivery_id: uuid.UUID) -> Any:
+    """Send a FAILED delivery again, with a fresh set of attempts."""
+    service = _service(request)
+    try:
+        priority = await deadletters.replay(service.db, delivery_id, utcnow())
+    except LookupError:
+        return error_response(404, "not_found", f"no delivery {delivery_id}", "id")
+    if priority is None:
+        message = f"delivery {delivery_id} is not FAILED; only failed deliveries can be replayed"
+        return error_response(409, "not_failed", message, "id")
+    service.wakeup.notify(Priority(priority))
+    return Replayed(id=delivery_id, status="PENDING")

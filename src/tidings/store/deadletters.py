@@ -1,0 +1,73 @@
+"""The dead-letter queue: FAILED deliveries, listed and replayed (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from tidings.ids import new_id
+from tidings.states import FailureKind, Status
+from tidings.store.engine import Database
+from tidings.store.schema import delivery, delivery_event
+
+# What the queue holds: failures that retrying later might fix. A permanent failure (an
+# invalid address) can be replayed too, by id, but is not listed.
+DEAD_KINDS = (FailureKind.EXHAUSTED.value, FailureKind.POISON.value)
+
+
+async def list_dead(
+    db: Database, kinds: Collection[str] = DEAD_KINDS, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The newest failed deliveries of those kinds."""
+    query = (
+        sa.select(delivery)
+        .where(delivery.c.status == Status.FAILED.value, delivery.c.failure_kind.in_(list(kinds)))
+        .order_by(delivery.c.updated_at.desc())
+        .limit(limit)
+    )
+    async with db.engine.connect() as conn:
+        return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+async def replay(db: Database, delivery_id: uuid.UUID, now: datetime) -> str | None:
+    """Send a FAILED delivery again, with fresh attempts; its priority, or None when it is
+    not FAILED. The failure is kept in the ``replayed`` event. LookupError: no such delivery."""
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.id == delivery_id, delivery.c.status == Status.FAILED.value)
+        .values(
+            status=Status.PENDING.value,
+            attempts=0,
+            next_attempt_at=now,
+            last_error=None,
+            failure_kind=None,
+            updated_at=now,
+        )
+        .returning(delivery.c.priority)
+    )
+    before = sa.select(delivery.c.failure_kind, delivery.c.last_error, delivery.c.attempts).where(
+        delivery.c.id == delivery_id
+    )
+    async with db.engine.begin() as conn:
+        previous = (await conn.execute(before)).first()
+        if previous is None:
+            raise LookupError(delivery_id)
+        row = (await conn.execute(statement)).first()
+        if row is None:
+            return None
+        detail = {
+            "failureKind": previous.failure_kind,
+            "lastError": previous.last_error,
+            "attempts": previous.attempts,
+        }
+        await conn.execute(
+            sa.insert(delivery_event).values(
+                id=new_id(), delivery_id=delivery_id, kind="replayed", at=now, detail=detail
+            )
+        )
+    priority: str = row.priority
+    return priority
