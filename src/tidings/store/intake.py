@@ -179,9 +179,7 @@ async def _insert_postgres(
         found = await conn.fetch(
             _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
         )
-        # By key: comparing asyncpg's UUIDs with the standard library's is slow.
-        keys = {(row[0], row[1]) for row in found}
-        new = [draft for draft in drafts if (draft.namespace, draft.idempotency_key) in keys]
+        new = list(drafts) if len(found) == len(drafts) else _by_key(drafts, found)
         inserted = {draft.id for draft in new}
         deliveries = _delivery_rows(new, now)
         if deliveries:
@@ -191,6 +189,13 @@ async def _insert_postgres(
             # Delivered at commit to every dispatcher that LISTENs.
             await conn.execute("SELECT pg_notify($1, $2)", WAKEUP_CHANNEL, Priority.HIGH.value)
     return inserted
+
+
+def _by_key(drafts: Sequence[NotificationDraft], found: Sequence[Any]) -> list[NotificationDraft]:
+    """The drafts whose rows were inserted, matched by key (comparing asyncpg's UUIDs with the
+    standard library's is slow)."""
+    keys = {(row[0], row[1]) for row in found}
+    return [draft for draft in drafts if (draft.namespace, draft.idempotency_key) in keys]
 
 
 def _wakes_high(draft: NotificationDraft) -> bool:
