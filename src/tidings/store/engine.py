@@ -52,17 +52,21 @@ class Database:
 
 
 def connect(url: str, pool_size: int = 10) -> Database:
+    """Engines hide statement parameters in errors: addresses and message data must never
+    reach a log through an exception's text."""
     target = async_url(url)
     if target.get_backend_name() == "sqlite":
         return Database(_sqlite_engine(target))
     # No pre-ping (three round trips per checkout with asyncpg): a connection broken by a
     # database restart fails one request (503, safe to retry) and is replaced.
-    engine = create_async_engine(target, pool_size=pool_size, max_overflow=pool_size)
+    engine = create_async_engine(
+        target, pool_size=pool_size, max_overflow=pool_size, hide_parameters=True
+    )
     return Database(engine)
 
 
 def _sqlite_engine(url: sa.URL) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": 30})
+    engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
