@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from tidings.priorities import Channel, Priority
 from tidings.states import FailureKind
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """The rendered words of one delivery (from its template).
+
+    Email: ``subject``, ``text`` and optionally ``html``. SMS: ``text``. Push: ``subject``
+    is the title, ``text`` the body, ``data`` the custom key/values (strings, as FCM wants).
+    Webhook: ``data`` is the JSON body.
+    """
+
+    subject: str | None = None
+    text: str = ""
+    html: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +44,16 @@ class Message:
     # unsubscribe link for a visible footer.
     headers: dict[str, str] = field(default_factory=dict)
     unsubscribe_url: str | None = None
+    content: Content = field(default_factory=Content)
+    category: str = "transactional"
+    # The type's ttl (APNs apns-expiration, FCM android.ttl) and collapse key.
+    ttl_seconds: int | None = None
+    collapse_key: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """The delivery id: what a provider with idempotency keys dedupes on."""
+        return str(self.delivery_id)
 
 
 @dataclass(frozen=True)
@@ -36,14 +62,34 @@ class SendResult:
     provider_msg_id: str | None = None
 
 
+class Effect(StrEnum):
+    """What a permanent error means for the address, beyond this one delivery."""
+
+    DEACTIVATE_DEVICE = "deactivate_device"  # push token unregistered or invalid
+    SUPPRESS_ADDRESS = "suppress_address"  # hard bounce, invalid number, STOP reply
+
+
 class ProviderError(Exception):
-    """A failed send, with its failure kind and, when the provider said so, a Retry-After."""
+    """A failed send, with its failure kind and, when the provider said so, a Retry-After.
+
+    ``effect`` and ``reason`` (a short code such as ``hard_bounce`` or ``Unregistered``)
+    tell the dispatcher to deactivate the device or suppress the address.
+    """
 
     kind: FailureKind = FailureKind.TRANSIENT
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        effect: Effect | None = None,
+        reason: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.effect = effect
+        self.reason = reason
 
 
 class TransientError(ProviderError):

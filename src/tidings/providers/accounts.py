@@ -1,0 +1,24 @@
+"""Provider accounts: the settings every adapter shares.
+
+Each adapter module defines its own account model (a subclass with ``kind`` as a literal
+and the provider's credentials as ``SecretStr``) and a provider class built from
+``(name, account)``. The account's name is what deliveries record as their provider.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AccountSettings(BaseModel):
+    """Limits and timeouts of one provider account, whatever its kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    # Requests per second the account may make; None: no limit of ours.
+    rate_per_second: float | None = Field(default=None, gt=0)
+    # Requests the account may make at once (a bulkhead: a slow provider stalls only itself).
+    max_in_flight: int = Field(default=100, ge=1, le=10_000)
+    # Seconds for one request, connect included.
+    timeout: float = Field(default=10.0, gt=0, le=300)

@@ -1,0 +1,5 @@
+"""Imports every simulated provider module so that each registers itself."""
+
+from __future__ import annotations
+
+# Each module adds its factory to HTTP_PROVIDERS or SERVERS in tidings.simulator.server.

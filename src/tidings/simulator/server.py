@@ -1,0 +1,221 @@
+"""The simulator process: every HTTP provider on one port (HTTP/1.1 and HTTP/2 cleartext,
+served by Hypercorn) plus SMTP on its own port, and a control API under ``/_sim``.
+
+In-process use (tests, benchmarks)::
+
+    async with Simulator(SimulatorConfig()) as sim:
+        sim.url              # http://127.0.0.1:<port>
+        sim.state("sendgrid").script("a@example.com", "400")
+        sim.state("sendgrid").summary()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config as HypercornConfig
+from pydantic import BaseModel, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tidings.simulator.behaviour import Behaviour, ProviderState
+
+
+class SimulatorConfig(BaseModel):
+    host: str = "127.0.0.1"
+    http_port: int = Field(default=0, ge=0, le=65535)  # 0: any free port
+    smtp_port: int = Field(default=0, ge=0, le=65535)
+    # Where generated credentials (FCM service account, APNs key, TLS certificate) are written.
+    credentials_dir: Path = Path("./simulator-credentials")
+    behaviours: dict[str, Behaviour] = Field(default_factory=dict)
+    seed: int = 0
+
+
+class SimulatedProvider(Protocol):
+    """One provider's protocol: its routes, served on the simulator's HTTP port."""
+
+    state: ProviderState
+
+    def routes(self) -> list[BaseRoute]: ...
+
+
+class SimulatedServer(Protocol):
+    """A provider on its own listener (SMTP)."""
+
+    state: ProviderState
+    port: int
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ProviderFactory = Callable[["Simulator"], SimulatedProvider]
+ServerFactory = Callable[["Simulator"], SimulatedServer]
+
+# Filled by the provider modules of this package (see ``tidings.simulator.providers``).
+HTTP_PROVIDERS: dict[str, ProviderFactory] = {}
+SERVERS: dict[str, ServerFactory] = {}
+
+
+class Simulator:
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        from tidings.simulator import providers  # noqa: F401  (registers the providers)
+
+        self.config = config or SimulatorConfig()
+        self.states: dict[str, ProviderState] = {}
+        self.http = {name: make(self) for name, make in HTTP_PROVIDERS.items()}
+        self.servers = {name: make(self) for name, make in SERVERS.items()}
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._socket: socket.socket | None = None
+        self._port: int | None = None
+
+    def new_state(self, name: str) -> ProviderState:
+        """The state of provider ``name``, with its configured behaviour."""
+        import random
+
+        state = ProviderState(
+            name,
+            self.config.behaviours.get(name, Behaviour()),
+            rng=random.Random(f"{self.config.seed}:{name}"),
+        )
+        self.states[name] = state
+        return state
+
+    def state(self, name: str) -> ProviderState:
+        return self.states[name]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.http_port}"
+
+    @property
+    def http_port(self) -> int:
+        assert self._port is not None, "simulator not started"
+        return self._port
+
+    def app(self) -> Starlette:
+        routes: list[BaseRoute] = [
+            Route("/_sim/counts", self._counts, methods=["GET"]),
+            Route("/_sim/reset", self._reset, methods=["POST"]),
+            Route("/_sim/{provider}/messages", self._messages, methods=["GET"]),
+            Route("/_sim/{provider}/behaviour", self._behaviour, methods=["GET", "PATCH"]),
+            Route("/_sim/{provider}/script", self._script, methods=["POST"]),
+        ]
+        for provider in self.http.values():
+            routes.extend(provider.routes())
+        return Starlette(routes=routes)
+
+    async def start(self) -> None:
+        self.config.credentials_dir.mkdir(parents=True, exist_ok=True)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.host, self.config.http_port))
+        sock.listen(1024)
+        sock.setblocking(False)
+        self._socket = sock
+        self._port = int(sock.getsockname()[1])
+        hypercorn = HypercornConfig()
+        hypercorn.bind = [f"fd://{sock.fileno()}"]
+        hypercorn.accesslog = None
+        hypercorn.errorlog = None
+        hypercorn.keep_alive_timeout = 75
+        self._stop.clear()
+        self._task = asyncio.create_task(
+            serve(self.app(), hypercorn, shutdown_trigger=self._stop.wait, mode="asgi")  # type: ignore[arg-type]
+        )
+        for server in self.servers.values():
+            await server.start()
+        await self._wait_until_serving()
+
+    async def _wait_until_serving(self) -> None:
+        for _ in range(200):
+            try:
+                _reader, writer = await asyncio.open_connection(self.config.host, self.http_port)
+            except OSError:
+                await asyncio.sleep(0.01)
+                continue
+            writer.close()
+            return
+        raise RuntimeError("the simulator did not start serving")
+
+    async def stop(self) -> None:
+        for server in self.servers.values():
+            await server.stop()
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        if self._socket is not None:
+            self._socket.detach()  # Hypercorn closed the listening descriptor it was given
+            self._socket = None
+
+    async def __aenter__(self) -> Simulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # The control API.
+
+    async def _counts(self, request: Request) -> Response:
+        return JSONResponse({name: state.summary() for name, state in self.states.items()})
+
+    async def _reset(self, request: Request) -> Response:
+        for state in self.states.values():
+            state.reset()
+        return Response(status_code=204)
+
+    def _provider_state(self, request: Request) -> ProviderState | None:
+        return self.states.get(request.path_params["provider"])
+
+    async def _messages(self, request: Request) -> Response:
+        state = self._provider_state(request)
+        if state is None:
+            return _unknown(request)
+        return JSONResponse([asdict(r) for r in state.received])
+
+    async def _behaviour(self, request: Request) -> Response:
+        state = self._provider_state(request)
+        if state is None:
+            return _unknown(request)
+        if request.method == "PATCH":
+            try:
+                patch: dict[str, Any] = await request.json()
+                state.behaviour = Behaviour.model_validate(state.behaviour.model_dump() | patch)
+            except (ValueError, ValidationError) as error:
+                return JSONResponse({"error": str(error)}, status_code=422)
+        return JSONResponse(state.behaviour.model_dump(mode="json"))
+
+    async def _script(self, request: Request) -> Response:
+        state = self._provider_state(request)
+        if state is None:
+            return _unknown(request)
+        try:
+            body = await request.json()
+            state.script(str(body["address"]), str(body["error"]), int(body.get("times", 1)))
+        except (ValueError, KeyError, TypeError) as error:
+            return JSONResponse({"error": f"expected address, error, times: {error}"}, 422)
+        return Response(status_code=204)
+
+
+def _unknown(request: Request) -> Response:
+    return JSONResponse(
+        {"error": f"unknown provider {request.path_params['provider']!r}"}, status_code=404
+    )
