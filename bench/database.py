@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncpg
 
 from bench.config import BenchConfig
-from bench.workload import TYPE_BODY, TYPE_NAME
+from bench.workload import TEMPLATE, TYPE_BODY, TYPE_NAME
 from tidings.clock import utcnow
 from tidings.store.engine import connect
 from tidings.store.migrate import upgrade
 from tidings.store.registry import put_type
+from tidings.store.templates import add_version
 
 
 async def _admin(config: BenchConfig, *statements: str) -> None:
@@ -30,6 +31,8 @@ async def create(config: BenchConfig) -> None:
     try:
         await upgrade(db)
         await put_type(db, {"name": TYPE_NAME, **TYPE_BODY}, utcnow())
+        for channel in TYPE_BODY["channels"]:
+            await add_version(db, TYPE_NAME, channel, "en", TEMPLATE, utcnow())
     finally:
         await db.dispose()
 

@@ -16,6 +16,11 @@ TYPE_BODY: dict[str, Any] = {
     "priority": "normal",
     "channels": ["email"],
 }
+# What each email says: a real render per delivery is part of what dispatch measures.
+TEMPLATE: dict[str, Any] = {
+    "subject": "Order {{ orderId }}",
+    "text": "Your order {{ orderId }} comes to {{ total }}.",
+}
 NAMESPACE = "default"  # tidings' default namespace: the API stores this for every item
 CATEGORY = "transactional"
 PRIORITY = "normal"

@@ -24,11 +24,32 @@ async def put_type(
     category: str = "transactional",
     priority: str = "normal",
     channels: tuple[str, ...] = ("email", "sms", "push"),
+    templates: bool = True,
     **extra: Any,
 ) -> None:
+    """Register a type and, unless ``templates=False``, a plain template per channel."""
     body = {"category": category, "priority": priority, "channels": list(channels), **extra}
     response = await client.put(f"/v1/types/{name}", json=body)
     assert response.status_code == 200, response.text
+    if templates:
+        await put_templates(client, name, channels)
+
+
+# A template per channel that renders any data: most tests are about delivery, not words.
+PLAIN_TEMPLATES: dict[str, dict[str, Any]] = {
+    "email": {"subject": "Hello", "text": "data: {{ data | tojson }}"},
+    "sms": {"text": "data: {{ data | tojson }}"},
+    "push": {"subject": "Hello", "text": "data: {{ data | tojson }}"},
+}
+
+
+async def put_templates(
+    client: httpx.AsyncClient, name: str, channels: tuple[str, ...], locale: str = "en"
+) -> None:
+    for channel in channels:
+        url = f"/v1/templates/{name}/{channel}/{locale}"
+        response = await client.put(url, json=PLAIN_TEMPLATES[channel])
+        assert response.status_code in (200, 201), response.text
 
 
 async def post(

@@ -15,7 +15,7 @@ from tests.helpers import eventually
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 
-COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq"]
+COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq", "templates"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -69,6 +69,9 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         async with httpx.AsyncClient(base_url=base) as client:
             kind = {"category": "transactional", "priority": "normal", "channels": ["email"]}
             assert (await client.put("/v1/types/order.confirmed", json=kind)).status_code == 200
+            template = {"subject": "Order {{ order }}", "text": "Thanks for order {{ order }}."}
+            url = "/v1/templates/order.confirmed/email/en"
+            assert (await client.put(url, json=template)).status_code == 201
             response = await client.post(
                 "/v1/notifications",
                 headers={"Idempotency-Key": "order-42"},
@@ -118,6 +121,8 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         table = run_cli("status", notification_id, "--url", base, cwd=tmp_path, env=env)
         assert "SENT" in table.stdout and "b***@example.com" in table.stdout
 
+        _apply_templates_from_files(tmp_path, base, env)
+
         refused = run_cli(
             "send",
             "--type",
@@ -132,6 +137,30 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         assert refused.returncode == 1
         assert "unknown_type" in refused.stdout
         assert server.stop() == 0
+
+
+def _apply_templates_from_files(tmp_path: Path, base: str, env: dict[str, str]) -> None:
+    """``tidings templates apply``: new versions, unchanged files, and a refused one."""
+    folder = tmp_path / "templates" / "order.confirmed"
+    folder.mkdir(parents=True)
+    (folder / "email.pt-BR.toml").write_text(
+        'subject = "Pedido {{ order }}"\ntext = """\nObrigado pelo pedido {{ order }}.\n"""\n'
+    )
+    applied = run_cli(
+        "templates", "apply", str(folder.parent), "--url", base, cwd=tmp_path, env=env
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "version 1 (new version)" in applied.stdout
+    again = run_cli("templates", "apply", str(folder.parent), "--url", base, cwd=tmp_path, env=env)
+    assert "version 1 (unchanged)" in again.stdout
+    shown = httpx.get(f"{base}/v1/templates/order.confirmed/email/pt-BR").json()
+    assert shown["versions"][0]["text"] == "Obrigado pelo pedido {{ order }}.\n"
+    (folder / "sms.en.toml").write_text('text = "{{ order.__class__ }}"\n')
+    refused = run_cli(
+        "templates", "apply", str(folder.parent), "--url", base, cwd=tmp_path, env=env
+    )
+    assert refused.returncode == 1
+    assert "sms.en.toml: 422" in refused.stdout.replace("\n", "")
 
 
 def test_send_reports_bad_json_and_unreachable_api(tmp_path: Path) -> None:

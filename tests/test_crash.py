@@ -26,6 +26,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.helpers import put_templates
 from tests.processes import (
     TidingsProcess,
     TidingsProcesses,
@@ -278,6 +279,7 @@ async def test_sigkilled_dispatcher_loses_nothing(pg_database_url: str, tmp_path
                 body = {"category": "transactional", "priority": "normal", "channels": ["email"]}
                 response = await client.put(f"/v1/types/{TYPE}", json=body)
                 assert response.status_code == 200, response.text
+                await put_templates(client, TYPE, ("email",))
                 async with asyncio.timeout(PHASE_TIMEOUT):
                     await asyncio.gather(_produce(client, run), _kill_repeatedly(run))
                 posted = time.monotonic()

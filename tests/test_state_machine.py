@@ -40,7 +40,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tidings.dispatch.attempt import attempt, failed, precheck, released
+from tidings.content.catalog import TemplateCatalog
+from tidings.dispatch.attempt import Composer, attempt, failed, precheck, released
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeRules
 from tidings.ids import new_id
@@ -64,6 +65,7 @@ from tidings.store.claims import (
 from tidings.store.engine import Database, connect
 from tidings.store.intake import DeliveryDraft, NotificationDraft, accept
 from tidings.store.schema import delivery, delivery_event, notification
+from tidings.store.templates import add_version
 
 T = TypeVar("T")
 
@@ -219,6 +221,11 @@ async def clear(db: Database) -> None:
     async with db.engine.begin() as conn:
         for table in (delivery_event, delivery, notification):
             await conn.execute(sa.delete(table))
+    # Stores nothing when this template is already the newest version.
+    await add_version(db, "order.confirmed", "email", "en", TEMPLATE, START)
+
+
+TEMPLATE = {"subject": "Order", "text": "Order {{ data | tojson }}"}
 
 
 async def read_rows(db: Database) -> dict[uuid.UUID, dict[str, Any]]:
@@ -286,6 +293,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         self.type_rules = TypeRules(self.policy, None)
         self.rng = random.Random(0)
         self.provider = AnsweringProvider()
+        self.composer = Composer(TemplateCatalog(self.db))
         self.model: dict[uuid.UUID, Row] = {}
         self.seen: dict[uuid.UUID, Status] = {}
         self.scripts: dict[uuid.UUID, list[Response]] = {}
@@ -459,7 +467,15 @@ class DeliveryMachine(RuleBasedStateMachine):
         if outcome is None:
             self.provider.answer = response
             outcome = self.run(
-                attempt(claimed, self.provider, self.type_rules, SEND_TIMEOUT, self.rng, self.now)
+                attempt(
+                    claimed,
+                    self.provider,
+                    self.type_rules,
+                    SEND_TIMEOUT,
+                    self.rng,
+                    self.now,
+                    self.composer,
+                )
             )
         called = len(self.provider.calls) - calls_before
         if called:
@@ -684,6 +700,7 @@ async def finish(url: str, max_attempts: int, scripts: list[Script], rng: random
         provider = ScriptedProvider(
             scripts={f"user{i}@example.com": script for i, script in enumerate(scripts)}
         )
+        composer = Composer(TemplateCatalog(db))
         drafts = [draft(Priority.NORMAL, f"user{i}@example.com") for i in range(len(scripts))]
         await accept(db, drafts, START)
         now = START
@@ -693,7 +710,7 @@ async def finish(url: str, max_attempts: int, scripts: list[Script], rng: random
             for item in claimed:
                 outcome = precheck(item, rules, now)
                 if outcome is None:
-                    outcome = await attempt(item, provider, rules, SEND_TIMEOUT, rng, now)
+                    outcome = await attempt(item, provider, rules, SEND_TIMEOUT, rng, now, composer)
                 outcomes.append(outcome)
             await write_outcomes(db, outcomes, now)
             rows = await read_rows(db)

@@ -219,6 +219,40 @@ def dlq_replay(
         raise typer.Exit(1)
 
 
+templates = typer.Typer(help="Templates: versioned words per type, channel and locale.")
+app.add_typer(templates, name="templates")
+
+
+@templates.command("apply")
+def templates_apply(
+    folder: Annotated[
+        Path, typer.Argument(help="A folder of <type>/<channel>.<locale>.toml files.")
+    ],
+    url: UrlOption = "http://127.0.0.1:8000",
+) -> None:
+    """Upload every template file; a file equal to the newest version stores nothing."""
+    from tidings.content.files import TemplateFileError, read_templates
+
+    try:
+        files = read_templates(folder)
+    except TemplateFileError as error:
+        _fail(str(error))
+        return
+    failed = False
+    for item in files:
+        target = f"{url}/v1/templates/{item.type}/{item.channel}/{item.locale}"
+        response = _request("PUT", target, json=item.parts)
+        if response.status_code in (200, 201):
+            version = response.json()["version"]
+            change = "new version" if response.status_code == 201 else "unchanged"
+            console.print(f"{item.path}: version {version} ({change})", highlight=False)
+        else:
+            failed = True
+            console.print(f"{item.path}: {_error_text(response)}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

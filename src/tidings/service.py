@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidings.catalog import TypeCatalog
+from tidings.content.catalog import TemplateCatalog
 from tidings.dispatch.wakeup import Wakeup
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.settings import Settings
@@ -17,10 +18,12 @@ class Service:
     db: Database
     wakeup: Wakeup = field(default_factory=Wakeup)
     types: TypeCatalog = field(init=False)
+    templates: TemplateCatalog = field(init=False)
     unsubscriber: Unsubscriber = field(init=False)
 
     def __post_init__(self) -> None:
         self.types = TypeCatalog(self.db)
+        self.templates = TemplateCatalog(self.db)
         secret = load_secret(self.settings.secret_key, self.settings.secret_file)
         self.unsubscriber = Unsubscriber(secret, self.settings.public_url)
 

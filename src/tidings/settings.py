@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     # transactional messages never do.
     frequency_caps: dict[str, int] = Field(default_factory=lambda: {"marketing": 3})
 
+    # An SMS template rendering to more segments than this fails (poison) instead of sending.
+    sms_max_segments: int = Field(default=10, ge=1, le=20)
+
     # Intake limits.
     max_body_bytes: int = 256 * 1024
     max_batch_body_bytes: int = 16 * 1024 * 1024

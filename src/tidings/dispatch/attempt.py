@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from tidings.content.catalog import TemplateCatalog
+from tidings.content.compose import compose, variables
+from tidings.content.render import RenderError
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
@@ -17,34 +21,79 @@ from tidings.store.claims import ClaimedDelivery, Outcome
 MAX_ERROR_LENGTH = 1000
 
 
-def message_for(claimed: ClaimedDelivery, unsubscriber: Unsubscriber | None = None) -> Message:
-    headers: dict[str, str] = {}
-    link = None
-    if unsubscriber is not None and claimed.category == Category.MARKETING.value:
-        # Every marketing message offers a way out; email also in its headers (RFC 8058).
+@dataclass(frozen=True)
+class Composer:
+    """Builds the message of a claimed delivery: its rendered template (DESIGN.md §5:
+    render after the checks, before the provider) and its unsubscribe link."""
+
+    templates: TemplateCatalog
+    unsubscriber: Unsubscriber | None = None
+    sms_max_segments: int = 10
+
+    async def message(
+        self, claimed: ClaimedDelivery, rules: TypeRules, profile: dict[str, Any] | None
+    ) -> tuple[Message, int]:
+        """The message and the template version it was rendered with; ``RenderError``
+        when it cannot be rendered (poison)."""
+        headers, link = self._unsubscribe(claimed)
+        context = variables(
+            claimed.data, user=_user(claimed, profile), locale=claimed.locale, unsubscribe_url=link
+        )
+        rendered = await compose(
+            self.templates,
+            claimed.type,
+            claimed.channel,
+            claimed.locale,
+            rules.default_locale,
+            context,
+            self.sms_max_segments,
+        )
+        message = Message(
+            delivery_id=claimed.id,
+            notification_id=claimed.notification_id,
+            channel=Channel(claimed.channel),
+            address=claimed.address,
+            type=claimed.type,
+            priority=Priority(claimed.priority),
+            data=claimed.data,
+            locale=claimed.locale,
+            user_id=claimed.user_id,
+            attempt=claimed.attempts,
+            headers=headers,
+            unsubscribe_url=link,
+            content=rendered.content,
+            category=claimed.category,
+            ttl_seconds=rules.ttl_seconds,
+            collapse_key=rules.collapse_key,
+        )
+        return message, rendered.template.version
+
+    def _unsubscribe(self, claimed: ClaimedDelivery) -> tuple[dict[str, str], str | None]:
+        """Every marketing message offers a way out; email also in its headers (RFC 8058)."""
+        if self.unsubscriber is None or claimed.category != Category.MARKETING.value:
+            return {}, None
         request = Unsubscribe(
             claimed.category,
             claimed.channel,
             claimed.user_id,
             None if claimed.user_id else claimed.address,
         )
-        link = unsubscriber.url(request)
+        headers = {}
         if claimed.channel == Channel.EMAIL.value:
-            headers = unsubscriber.headers(request)
-    return Message(
-        delivery_id=claimed.id,
-        notification_id=claimed.notification_id,
-        channel=Channel(claimed.channel),
-        address=claimed.address,
-        type=claimed.type,
-        priority=Priority(claimed.priority),
-        data=claimed.data,
-        locale=claimed.locale,
-        user_id=claimed.user_id,
-        attempt=claimed.attempts,
-        headers=headers,
-        unsubscribe_url=link,
-    )
+            headers = self.unsubscriber.headers(request)
+        return headers, self.unsubscriber.url(request)
+
+
+def _user(claimed: ClaimedDelivery, profile: dict[str, Any] | None) -> dict[str, Any] | None:
+    if claimed.user_id is None:
+        return None
+    profile = profile or {}
+    return {
+        "id": claimed.user_id,
+        "locale": profile.get("locale"),
+        "timezone": profile.get("timezone"),
+        **(profile.get("attributes") or {}),
+    }
 
 
 def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
@@ -77,11 +126,29 @@ async def attempt(
     send_timeout: float,
     rng: random.Random,
     now: datetime,
-    unsubscriber: Unsubscriber | None = None,
+    composer: Composer,
+    profile: dict[str, Any] | None = None,
+) -> Outcome:
+    try:
+        message, version = await composer.message(claimed, rules, profile)
+    except RenderError as error:
+        return failed(claimed, FailureKind.POISON, f"template: {error}")
+    outcome = await _send(claimed, message, provider, rules, send_timeout, rng, now)
+    return replace(outcome, template_version=version)
+
+
+async def _send(
+    claimed: ClaimedDelivery,
+    message: Message,
+    provider: Provider,
+    rules: TypeRules,
+    send_timeout: float,
+    rng: random.Random,
+    now: datetime,
 ) -> Outcome:
     try:
         async with asyncio.timeout(send_timeout):
-            result = await provider.send(message_for(claimed, unsubscriber))
+            result = await provider.send(message)
     except ProviderError as error:
         return after_failure(
             claimed, rules, error.kind, str(error), rng, now, error.retry_after, provider.name

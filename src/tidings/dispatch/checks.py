@@ -31,6 +31,13 @@ DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 
 
 @dataclass(frozen=True)
+class Checked:
+    send: list[ClaimedDelivery]
+    outcomes: list[Outcome]
+    profiles: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class SendTimeChecks:
     db: Database
     rules: Callable[[str], TypeRules]
@@ -42,6 +49,10 @@ class SendTimeChecks:
         self, claimed: Sequence[ClaimedDelivery], now: datetime
     ) -> tuple[list[ClaimedDelivery], list[Outcome]]:
         """The deliveries to send now, and the outcomes of the others."""
+        checked = await self.run(claimed, now)
+        return checked.send, checked.outcomes
+
+    async def run(self, claimed: Sequence[ClaimedDelivery], now: datetime) -> Checked:
         reasons = await self._switched_off(claimed)
         reasons |= await self._suppressed([d for d in claimed if d.id not in reasons])
         outcomes = [skipped(d, reasons[d.id]) for d in claimed if d.id in reasons]
@@ -52,7 +63,8 @@ class SendTimeChecks:
         # Counted last, as only what is sent now may use up a day's allowance.
         capped = await self._over_cap([d for d in wanted if d.id not in until], profiles, now)
         outcomes += [skipped(d, "frequency_cap") for d in wanted if d.id in capped]
-        return [d for d in wanted if d.id not in until and d.id not in capped], outcomes
+        send = [d for d in wanted if d.id not in until and d.id not in capped]
+        return Checked(send, outcomes, profiles)
 
     async def _switched_off(self, claimed: Sequence[ClaimedDelivery]) -> dict[uuid.UUID, str]:
         chosen = await preferences.of_users(self.db, {d.user_id for d in claimed if d.user_id})
@@ -71,8 +83,8 @@ class SendTimeChecks:
         return {d.id: "suppressed" for d in claimed if pairs[d.id] in found}
 
     async def _profiles(self, claimed: Sequence[ClaimedDelivery]) -> dict[str, dict[str, Any]]:
-        """The profiles of users with deliveries that quiet hours or caps may hold back."""
-        users = {d.user_id for d in claimed if d.user_id and d.category != TRANSACTIONAL}
+        """The users' profiles: for quiet hours, caps, and what templates say of them."""
+        users = {d.user_id for d in claimed if d.user_id}
         return await registry.get_users(self.db, users)
 
     def _quiet(

@@ -7,6 +7,7 @@ import logging
 import random
 
 from tidings.clock import utcnow
+from tidings.dispatch.attempt import Composer
 from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
@@ -44,7 +45,7 @@ class Dispatcher:
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,
             rng=rng,
-            unsubscriber=service.unsubscriber,
+            composer=Composer(service.templates, service.unsubscriber, settings.sms_max_segments),
             checks=SendTimeChecks(
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
             ),

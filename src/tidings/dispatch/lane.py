@@ -7,15 +7,15 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import attempt, precheck, released
+from tidings.dispatch.attempt import Composer, attempt, precheck, released
 from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.dispatch.wakeup import Wakeup
-from tidings.policy.unsubscribe import Unsubscriber
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
 from tidings.settings import LaneSettings
@@ -41,7 +41,7 @@ class LaneContext:
     provider_timeout: float
     rng: random.Random
     checks: SendTimeChecks
-    unsubscriber: Unsubscriber | None = None
+    composer: Composer
 
 
 class Lane:
@@ -70,8 +70,9 @@ class Lane:
                 await sleep_unless(stop, GATHER_SECONDS)
                 free = self.settings.concurrency - self.in_flight
             claimed = await self._claim(min(free, self.settings.claim_batch))
-            for delivery in await self._still_wanted(claimed):
-                self._start(delivery)
+            send, profiles = await self._still_wanted(claimed)
+            for delivery in send:
+                self._start(delivery, profiles.get(delivery.user_id or ""))
             if len(claimed) < min(free, self.settings.claim_batch):
                 # Nothing more is due: sleep until woken, or until the next poll.
                 await first_of(
@@ -84,6 +85,7 @@ class Lane:
         lease_until = now + timedelta(seconds=self.context.lease_seconds)
         try:
             await self.context.types.refresh_if_stale()
+            await self.context.composer.templates.refresh_if_stale()
             return await claim_due(self.context.db, self.priority, limit, now, lease_until)
         except Exception:
             log.exception(
@@ -92,7 +94,9 @@ class Lane:
             await asyncio.sleep(self.settings.poll_interval)
             return []
 
-    async def _still_wanted(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
+    async def _still_wanted(
+        self, claimed: list[ClaimedDelivery]
+    ) -> tuple[list[ClaimedDelivery], dict[str, dict[str, Any]]]:
         """Those to send; the others' outcomes go to the writer. Expired and exhausted ones
         first, so that they use up no frequency cap."""
         now = utcnow()
@@ -104,18 +108,20 @@ class Lane:
             else:
                 self.context.writer.put(outcome)
         if not ready:
-            return []
+            return [], {}
         try:
-            send, dropped = await self.context.checks.apply(ready, now)
+            checked = await self.context.checks.run(ready, now)
         except Exception:
             log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
-            send, dropped = [], [released(d, now, "checks failed") for d in ready]
-        for outcome in dropped:
+            for delivery in ready:
+                self.context.writer.put(released(delivery, now, "checks failed"))
+            return [], {}
+        for outcome in checked.outcomes:
             self.context.writer.put(outcome)
-        return send
+        return checked.send, checked.profiles
 
-    def _start(self, delivery: ClaimedDelivery) -> None:
-        task = asyncio.create_task(self._send(delivery))
+    def _start(self, delivery: ClaimedDelivery, profile: dict[str, Any] | None) -> None:
+        task = asyncio.create_task(self._send(delivery, profile))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -123,7 +129,7 @@ class Lane:
         self._tasks.discard(task)
         self._slot_freed.set()
 
-    async def _send(self, delivery: ClaimedDelivery) -> None:
+    async def _send(self, delivery: ClaimedDelivery, profile: dict[str, Any] | None) -> None:
         context = self.context
         rules = context.types.rules(delivery.type)
         try:
@@ -135,7 +141,8 @@ class Lane:
                 context.provider_timeout,
                 context.rng,
                 utcnow(),
-                context.unsubscriber,
+                context.composer,
+                profile,
             )
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.

@@ -14,6 +14,8 @@ class TypeRules:
     retry: RetryPolicy
     ttl_seconds: int | None
     required_channels: frozenset[str] = frozenset()
+    default_locale: str | None = None
+    collapse_key: str | None = None
 
 
 class TypeCache:
@@ -34,6 +36,8 @@ class TypeCache:
                 self.default_retry.with_overrides(row["retry"]),
                 row["ttl_seconds"],
                 required_channels(row),
+                row.get("default_locale"),
+                row.get("collapse_key"),
             )
             for name, row in types.items()
         }

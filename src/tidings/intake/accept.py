@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidings.clock import utcnow
+from tidings.content.catalog import TemplateCatalog
+from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.intake.schemas import NotificationIn
 from tidings.policy.preferences import required_channels, wanted
@@ -28,6 +30,7 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
             results.append(build_draft(item, key, context))
         except ItemError as error:
             results.append(error)
+    await _refuse_without_templates(service, results, context)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     await _skip_unwanted(service, drafts, context)
     stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
@@ -36,6 +39,40 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
     for priority in {d.priority for d in drafts if d.send_at is None}:
         service.wakeup.notify(priority)
     return answers
+
+
+async def _refuse_without_templates(
+    service: Service, results: list[ItemResult | NotificationDraft], context: IntakeContext
+) -> None:
+    """A notification with a channel that no template can serve is refused (422 naming the
+    channel): DESIGN.md §6, rule 1. One reload at most per request or batch."""
+    catalog = service.templates
+    await catalog.refresh_if_stale()
+    if any(_missing_template(r, catalog, context) for r in results):
+        await catalog.reload()
+    for index, result in enumerate(results):
+        missing = _missing_template(result, catalog, context)
+        if missing is not None:
+            results[index] = missing
+
+
+def _missing_template(
+    result: ItemResult | NotificationDraft, catalog: TemplateCatalog, context: IntakeContext
+) -> ItemError | None:
+    if not isinstance(result, NotificationDraft):
+        return None
+    chain = fallback_chain(result.locale, context.types[result.type].get("default_locale"))
+    # Deliveries skipped already (no address) need no words.
+    pending = (str(d.channel) for d in result.deliveries if d.status is Status.PENDING)
+    for channel in dict.fromkeys(pending):
+        if catalog.find(result.type, channel, chain) is None:
+            return ItemError(
+                "no_template",
+                f"no template can serve channel '{channel}' of type {result.type!r} "
+                f"(locales tried: {', '.join(chain)})",
+                "channels",
+            )
+    return None
 
 
 async def _skip_unwanted(

@@ -16,6 +16,7 @@ from tidings.intake import (
     routes_preferences,
     routes_registry,
     routes_suppressions,
+    routes_templates,
     routes_unsubscribe,
 )
 from tidings.intake.accept import accept
@@ -39,6 +40,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(routes_registry.router)
     app.include_router(routes_preferences.router)
     app.include_router(routes_suppressions.router)
+    app.include_router(routes_templates.router)
     app.include_router(routes_deadletters.router)
     app.include_router(routes_unsubscribe.router)
     app.include_router(routes_health.router)

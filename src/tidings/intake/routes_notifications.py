@@ -189,6 +189,7 @@ def _delivery_out(row: dict[str, Any]) -> DeliveryOut:
         skip_reason=row["skip_reason"],
         provider=row["provider"],
         provider_message_id=row["provider_msg_id"],
+        template_version=row["template_version"],
         created_at=row["created_at"],
         sent_at=row["sent_at"],
         updated_at=row["updated_at"],

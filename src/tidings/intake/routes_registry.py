@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response
 
 from tidings.clock import utcnow
+from tidings.content.locales import normalise
 from tidings.intake.errors import error_response
 from tidings.intake.schemas import (
     DeviceIn,
@@ -61,6 +62,8 @@ def _type_row(name: str, body: TypeIn) -> dict[str, Any]:
         "required_channels": (
             None if body.required_channels is None else [c.value for c in body.required_channels]
         ),
+        "default_locale": body.default_locale and normalise(body.default_locale),
+        "collapse_key": body.collapse_key,
     }
 
 
@@ -73,6 +76,8 @@ def _type_out(row: dict[str, Any]) -> TypeOut:
         ttl=row["ttl_seconds"],
         retry=row["retry"],
         required_channels=row["required_channels"],
+        default_locale=row["default_locale"],
+        collapse_key=row["collapse_key"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

@@ -173,6 +173,14 @@ class TypeIn(ApiModel):
         description="channels that preferences cannot switch off; default: all channels of "
         "a transactional type, none of others",
     )
+    default_locale: Locale | None = Field(
+        default=None,
+        description="the locale whose template is used when the recipient's has none "
+        "(before falling back to en)",
+    )
+    collapse_key: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None, description="push: a newer notification replaces an undelivered one"
+    )
 
 
 class TypeOut(TypeIn):
@@ -227,6 +235,9 @@ class DeliveryOut(ApiModel):
     skip_reason: str | None
     provider: str | None
     provider_message_id: str | None
+    template_version: int | None = Field(
+        default=None, description="the version of the template the delivery was sent with"
+    )
     created_at: datetime
     sent_at: datetime | None
     updated_at: datetime
@@ -300,3 +311,67 @@ class DeadLetter(ApiModel):
 class Replayed(ApiModel):
     id: uuid.UUID
     status: Literal["PENDING"]
+
+
+TemplatePart = Annotated[str, StringConstraints(max_length=100_000)]
+
+
+class TemplateIn(ApiModel):
+    """One version of a template: Jinja2 text, rendered with the notification's data."""
+
+    subject: TemplatePart | None = Field(
+        default=None, description="email subject (required for email); push title"
+    )
+    text: TemplatePart | None = Field(
+        default=None, description="the text body (required for SMS and push)"
+    )
+    html: TemplatePart | None = Field(default=None, description="email only: the HTML body")
+    data: dict[str, TemplatePart] | None = Field(
+        default=None, description="push only: custom key/value pairs (each value a template)"
+    )
+
+
+class TemplateOut(TemplateIn):
+    type: str
+    channel: Channel
+    locale: str
+    version: int
+    created_at: datetime
+
+
+class TemplateVersions(ApiModel):
+    versions: list[TemplateOut]
+
+
+class TemplateList(ApiModel):
+    templates: list[TemplateOut]
+
+
+class PreviewIn(ApiModel):
+    type: TypeName
+    user_id: UserId | None = None
+    locale: Locale | None = None
+    data: JsonObject = Field(default_factory=dict)
+    channels: list[Channel] | None = None
+
+
+class SegmentsOut(ApiModel):
+    encoding: str
+    units: int
+    count: int
+
+
+class PreviewChannel(ApiModel):
+    locale: str | None = None
+    version: int | None = None
+    subject: str | None = None
+    text: str | None = None
+    html: str | None = None
+    data: dict[str, Any] | None = None
+    segments: SegmentsOut | None = None
+    payload_bytes: int | None = None
+    error: str | None = None
+
+
+class PreviewOut(ApiModel):
+    channels: dict[str, PreviewChannel]

@@ -164,6 +164,7 @@ class Outcome:
     failure_kind: str | None = None
     skip_reason: str | None = None
     sent_at: datetime | None = None
+    template_version: int | None = None  # None keeps the row's
     event: str | None = None  # a delivery_event kind, for what the row cannot hold
     event_detail: dict[str, Any] | None = None
 
@@ -189,7 +190,14 @@ _write_outcome = (
     )
     .values(
         {name: sa.bindparam(f"b_{name}") for name in _OUTCOME_FIELDS}
-        | {"lease_until": None, "updated_at": sa.bindparam("b_now")}
+        | {
+            "lease_until": None,
+            "updated_at": sa.bindparam("b_now"),
+            "template_version": sa.func.coalesce(
+                sa.bindparam("b_template_version", type_=sa.Integer),
+                delivery.c.template_version,
+            ),
+        }
     )
 )
 
@@ -201,7 +209,7 @@ _PG_WRITE_OUTCOME = """
 UPDATE delivery
 SET status = $3, attempts = $4, next_attempt_at = $5, provider = $6, provider_msg_id = $7,
     last_error = $8, failure_kind = $9, skip_reason = $10, sent_at = $11, lease_until = NULL,
-    updated_at = $12
+    updated_at = $12, template_version = COALESCE($13::integer, template_version)
 WHERE id = $1 AND status = 'SENDING' AND attempts = $2
 """
 _PG_INSERT_EVENT = """
@@ -237,7 +245,13 @@ async def _write_outcomes_postgres(
     db: Database, outcomes: Sequence[Outcome], now: datetime
 ) -> None:
     def row(outcome: Outcome) -> tuple[Any, ...]:
-        return (outcome.delivery_id, outcome.claimed_attempts, *_outcome_values(outcome), now)
+        return (
+            outcome.delivery_id,
+            outcome.claimed_attempts,
+            *_outcome_values(outcome),
+            now,
+            outcome.template_version,
+        )
 
     quiet = [row(o) for o in outcomes if not o.event]
     loud = [o for o in outcomes if o.event]
@@ -287,7 +301,12 @@ def _outcome_values(outcome: Outcome) -> tuple[Any, ...]:
 def _outcome_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
     values = zip(_OUTCOME_FIELDS, _outcome_values(outcome), strict=True)
     params = {f"b_{name}": value for name, value in values}
-    params.update(b_id=outcome.delivery_id, b_claimed=outcome.claimed_attempts, b_now=now)
+    params.update(
+        b_id=outcome.delivery_id,
+        b_claimed=outcome.claimed_attempts,
+        b_now=now,
+        b_template_version=outcome.template_version,
+    )
     return params
 
 

@@ -62,8 +62,28 @@ notification_type = sa.Table(
     sa.Column("retry", JSONDoc, nullable=True),
     # Channels on which preferences do not apply; NULL: every channel of a transactional type.
     sa.Column("required_channels", JSONDoc, nullable=True),
+    # The locale tried after the recipient's own (before "en"), and the push collapse key.
+    sa.Column("default_locale", sa.String(35), nullable=True),
+    sa.Column("collapse_key", sa.String(64), nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
+)
+
+template = sa.Table(
+    "template",
+    metadata,
+    # Versions are never changed or deleted: a delivery names the version it was sent with.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("channel", sa.String(20), nullable=False),
+    sa.Column("locale", sa.String(35), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("subject", sa.Text, nullable=True),  # email subject, push title
+    sa.Column("text", sa.Text, nullable=True),
+    sa.Column("html", sa.Text, nullable=True),
+    sa.Column("data", JSONDoc, nullable=True),  # push data: key -> template
+    _ts("created_at", nullable=False),
+    sa.UniqueConstraint("type", "channel", "locale", "version"),
 )
 
 notification = sa.Table(

@@ -1,0 +1,1 @@
+"""Content: versioned templates per (type, channel, locale), rendered in a sandbox."""

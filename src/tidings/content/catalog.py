@@ -1,0 +1,62 @@
+"""The newest template versions, compiled and cached in the process.
+
+Reloaded at most every ``max_age`` seconds, and at once when a lookup misses (a template
+uploaded through another process is usable at once). Compiled templates are kept by
+version id, so a reload compiles only what is new.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+
+from tidings.content.render import CompiledTemplate, compile_row
+from tidings.store import templates
+from tidings.store.engine import Database
+
+Key = tuple[str, str, str]  # (type, channel, locale)
+
+
+class TemplateCatalog:
+    def __init__(self, db: Database, max_age: float = 2.0) -> None:
+        self.db = db
+        self.max_age = max_age
+        self._newest: dict[Key, CompiledTemplate] = {}
+        self._compiled: dict[uuid.UUID, CompiledTemplate] = {}
+        self._loaded_at = float("-inf")
+
+    async def reload(self) -> None:
+        newest: dict[Key, CompiledTemplate] = {}
+        for row in await templates.latest_all(self.db):
+            compiled = self._compiled.get(row["id"]) or compile_row(row)
+            newest[(row["type"], row["channel"], row["locale"])] = compiled
+        self._compiled = {t.id: t for t in newest.values()}
+        self._newest = newest
+        self._loaded_at = time.monotonic()
+
+    async def refresh_if_stale(self) -> None:
+        if time.monotonic() - self._loaded_at >= self.max_age:
+            await self.reload()
+
+    def invalidate(self) -> None:
+        self._loaded_at = float("-inf")
+
+    def find(self, type_name: str, channel: str, locales: Sequence[str]) -> CompiledTemplate | None:
+        """The newest template for the first locale of ``locales`` that has one."""
+        for locale in locales:
+            found = self._newest.get((type_name, channel, locale))
+            if found is not None:
+                return found
+        return None
+
+    async def resolve(
+        self, type_name: str, channel: str, locales: Sequence[str]
+    ) -> CompiledTemplate | None:
+        """Like ``find``, reloading first when the cache is stale or misses."""
+        await self.refresh_if_stale()
+        found = self.find(type_name, channel, locales)
+        if found is None:
+            await self.reload()
+            found = self.find(type_name, channel, locales)
+        return found

@@ -1,0 +1,68 @@
+"""What a template upload must satisfy: the parts its channel needs, and safe Jinja2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidings.content.render import TemplateRejected, compile_part
+from tidings.priorities import Channel
+
+# Which parts each channel needs, and which it may have.
+REQUIRED = {
+    Channel.EMAIL: ("subject",),
+    Channel.SMS: ("text",),
+    Channel.PUSH: ("text",),
+}
+ALLOWED = {
+    Channel.EMAIL: {"subject", "text", "html"},
+    Channel.SMS: {"text"},
+    Channel.PUSH: {"subject", "text", "data"},
+}
+RESERVED_PUSH_KEYS = ("from", "message_type", "google", "gcm", "aps")
+
+
+class TemplateProblem(ValueError):
+    def __init__(self, code: str, message: str, field: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+
+def check_template(kind: dict[str, Any], channel: Channel, parts: dict[str, Any]) -> None:
+    """Raise ``TemplateProblem`` for an upload that could never be sent."""
+    if channel.value not in kind["channels"]:
+        raise TemplateProblem(
+            "channel_not_allowed",
+            f"type {kind['name']!r} does not send on {channel.value} (its channels: "
+            f"{', '.join(kind['channels'])})",
+            "channel",
+        )
+    given = {name for name, value in parts.items() if value is not None}
+    for name in REQUIRED[channel]:
+        if name not in given:
+            raise TemplateProblem("missing_part", f"a {channel.value} template needs {name}", name)
+    if channel is Channel.EMAIL and not given & {"text", "html"}:
+        raise TemplateProblem("missing_part", "an email template needs text or html", "text")
+    for name in sorted(given - ALLOWED[channel]):
+        raise TemplateProblem("unexpected_part", f"a {channel.value} template has no {name}", name)
+    _check_push_keys(parts.get("data") or {})
+    _compile_all(parts)
+
+
+def _check_push_keys(data: dict[str, Any]) -> None:
+    for key in data:
+        if key.lower().startswith(RESERVED_PUSH_KEYS) or not key:
+            raise TemplateProblem(
+                "reserved_key", f"push data key {key!r} is reserved by FCM or APNs", "data"
+            )
+
+
+def _compile_all(parts: dict[str, Any]) -> None:
+    try:
+        for name in ("subject", "text", "html"):
+            if parts.get(name) is not None:
+                compile_part(name, parts[name], html=name == "html")
+        for key, value in (parts.get("data") or {}).items():
+            compile_part(f"data.{key}", value)
+    except TemplateRejected as rejected:
+        raise TemplateProblem("invalid_template", str(rejected), rejected.part) from None

@@ -1,0 +1,57 @@
+"""From a delivery to its words: pick the template (locale fallback), render, check limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tidings.content.catalog import TemplateCatalog
+from tidings.content.limits import check
+from tidings.content.locales import fallback_chain
+from tidings.content.render import CompiledTemplate, RenderError
+from tidings.content.sms import Segments
+from tidings.providers.base import Content
+
+
+@dataclass(frozen=True)
+class Rendered:
+    content: Content
+    template: CompiledTemplate
+    segments: Segments | None = None
+
+
+def variables(
+    data: dict[str, Any],
+    *,
+    user: dict[str, Any] | None,
+    locale: str | None,
+    unsubscribe_url: str | None,
+) -> dict[str, Any]:
+    """What a template sees: the notification's data at the top level (and as ``data``),
+    then ``user``, ``locale`` and ``unsubscribe_url``, which win over data keys of the
+    same name."""
+    return {
+        **data,
+        "data": data,
+        "user": user or {},
+        "locale": locale,
+        "unsubscribe_url": unsubscribe_url,
+    }
+
+
+async def compose(
+    catalog: TemplateCatalog,
+    type_name: str,
+    channel: str,
+    locale: str | None,
+    type_default_locale: str | None,
+    context: dict[str, Any],
+    sms_max_segments: int,
+) -> Rendered:
+    """The rendered content, or ``RenderError`` (no template, render failure, over a limit)."""
+    chain = fallback_chain(locale, type_default_locale)
+    template = await catalog.resolve(type_name, channel, chain)
+    if template is None:
+        raise RenderError(f"no template for {type_name} on {channel} ({', '.join(chain)})")
+    content = template.render(context)
+    return Rendered(content, template, check(channel, content, sms_max_segments))

@@ -1,0 +1,42 @@
+"""Per-channel limits on rendered content, checked before a provider sees it."""
+
+from __future__ import annotations
+
+import json
+
+from tidings.content.render import RenderError
+from tidings.content.sms import Segments, segments
+from tidings.priorities import Channel
+from tidings.providers.base import Content
+
+# APNs and FCM both refuse a payload over 4 KB.
+PUSH_MAX_BYTES = 4096
+
+
+def push_payload_bytes(content: Content) -> int:
+    """The size of the APNs payload this content becomes (FCM's is about the same)."""
+    alert = {"title": content.subject, "body": content.text}
+    payload = {"aps": {"alert": alert}, **content.data}
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def check(channel: str, content: Content, sms_max_segments: int) -> Segments | None:
+    """Raise ``RenderError`` when the content cannot be sent on ``channel``; for SMS, the
+    segments it takes."""
+    if channel == Channel.SMS.value:
+        counted = segments(content.text)
+        if counted.count > sms_max_segments:
+            raise RenderError(
+                f"SMS of {counted.count} segments ({counted.encoding}, {counted.units} "
+                f"units); the limit is {sms_max_segments}"
+            )
+        if not content.text:
+            raise RenderError("the SMS text rendered empty")
+        return counted
+    if channel == Channel.PUSH.value:
+        size = push_payload_bytes(content)
+        if size > PUSH_MAX_BYTES:
+            raise RenderError(f"push payload of {size} bytes; the limit is {PUSH_MAX_BYTES}")
+    if channel == Channel.EMAIL.value and not (content.subject or "").strip():
+        raise RenderError("the email subject rendered empty")
+    return None

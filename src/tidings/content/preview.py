@@ -1,0 +1,66 @@
+"""Rendering a type for a user or sample data, per channel, without sending anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidings.content.compose import compose, variables
+from tidings.content.limits import push_payload_bytes
+from tidings.content.render import RenderError
+from tidings.intake.schemas import PreviewChannel, PreviewIn, PreviewOut, SegmentsOut
+from tidings.priorities import Channel
+from tidings.service import Service
+from tidings.store import registry
+
+
+async def preview(service: Service, kind: dict[str, Any], body: PreviewIn) -> PreviewOut:
+    user = None
+    if body.user_id is not None:
+        user = (await registry.get_users(service.db, [body.user_id])).get(body.user_id)
+    locale = body.locale or (user or {}).get("locale")
+    channels = [c.value for c in body.channels] if body.channels else list(kind["channels"])
+    context = variables(
+        body.data,
+        user=_user_variables(user),
+        locale=locale,
+        unsubscribe_url=f"{service.settings.public_url}/u/PREVIEW",
+    )
+    out: dict[str, PreviewChannel] = {}
+    for channel in channels:
+        try:
+            rendered = await compose(
+                service.templates,
+                kind["name"],
+                channel,
+                locale,
+                kind.get("default_locale"),
+                context,
+                service.settings.sms_max_segments,
+            )
+        except RenderError as error:
+            out[channel] = PreviewChannel(error=str(error))
+            continue
+        content = rendered.content
+        segments = rendered.segments
+        out[channel] = PreviewChannel(
+            locale=rendered.template.locale,
+            version=rendered.template.version,
+            subject=content.subject,
+            text=content.text,
+            html=content.html,
+            data=content.data or None,
+            segments=SegmentsOut(**vars(segments)) if segments else None,
+            payload_bytes=push_payload_bytes(content) if channel == Channel.PUSH else None,
+        )
+    return PreviewOut(channels=out)
+
+
+def _user_variables(user: dict[str, Any] | None) -> dict[str, Any] | None:
+    if user is None:
+        return None
+    return {
+        "id": user["id"],
+        "locale": user.get("locale"),
+        "timezone": user.get("timezone"),
+        **(user.get("attributes") or {}),
+    }
