@@ -22,6 +22,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
+from tidings.providers.smtp_replies import classify_reply
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
 
@@ -135,6 +136,34 @@ async def test_transactional_mail_has_no_unsubscribe_headers(
     assert "List-Unsubscribe" not in payload["raw"]
     parsed = email.message_from_string(payload["raw"], policy=email.policy.default)
     assert parsed.get_content_type() == "text/plain"
+
+
+async def test_non_ascii_mail_is_sent_as_7bit(sim: Simulator, provider: SmtpProvider) -> None:
+    content = Content(subject="Commande reçue ✓", text="Merci, Zoë.\n", html="<p>Zoë</p>")
+    await provider.send(make_message(content=content))
+
+    [payload] = received(sim)
+    raw: str = payload["raw"]
+    assert raw.isascii()
+    parsed = email.message_from_string(raw, policy=email.policy.default)
+    assert parsed["Subject"] == "Commande reçue ✓"
+    text = parsed.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    assert text.replace("\r\n", "\n") == "Merci, Zoë.\n"
+
+
+async def test_message_headers_cannot_replace_ours_or_inject(
+    sim: Simulator, provider: SmtpProvider
+) -> None:
+    message = make_message(headers={"From": "evil@example.net", "X-Campaign": "spring"})
+    await provider.send(message)
+    [payload] = received(sim)
+    assert payload["headers"]["From"] == "Tidings <noreply@tidings.example.com>"
+    assert payload["headers"]["X-Campaign"] == "spring"
+    assert payload["raw"].count("\r\nFrom: ") == 0 and payload["raw"].startswith("From: ")
+
+    with pytest.raises(PoisonError):
+        await provider.send(make_message(headers={"X-Note": "a\r\nBcc: evil@example.net"}))
+    assert len(received(sim)) == 1
 
 
 async def test_reuses_one_connection_across_sends(sim: Simulator, provider: SmtpProvider) -> None:
@@ -294,3 +323,30 @@ async def test_concurrent_sends_share_a_bounded_pool(sim: Simulator) -> None:
     assert len(received(sim)) == 10
     assert adapter.connections_opened <= 2
     assert len({payload["peer"] for payload in received(sim)}) <= 2
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "recipient", "kind", "effect"),
+    [
+        (550, "5.1.1 <a@b>: User unknown", True, PermanentError, Effect.SUPPRESS_ADDRESS),
+        (
+            550,
+            "5.1.10 Recipient address has null MX",
+            True,
+            PermanentError,
+            Effect.SUPPRESS_ADDRESS,
+        ),
+        (550, "5.1.1 <a@b>: User unknown", False, PermanentError, None),  # the sender's
+        (553, "5.1.8 Bad sender's system address", True, PermanentError, None),
+        (550, "Requested action not taken: mailbox unavailable", True, PermanentError, None),
+        (554, "5.3.4 Message too big for system", True, PoisonError, None),
+        (452, "4.5.3 Too many recipients", True, TransientError, None),
+        (535, "5.7.8 Authentication credentials invalid", False, TransientError, None),
+    ],
+)
+def test_reply_classification(
+    code: int, text: str, recipient: bool, kind: type[Exception], effect: Effect | None
+) -> None:
+    error = classify_reply(code, text, recipient=recipient)
+    assert type(error) is kind
+    assert error.effect == effect

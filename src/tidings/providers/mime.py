@@ -14,7 +14,9 @@ DELIVERY_HEADER = "X-Tidings-Delivery-Id"
 _OWN = {"from", "to", "subject", "date", "message-id", DELIVERY_HEADER.lower()}
 # RFC 5322 allows 998 characters a line; folding only above that keeps headers such as
 # List-Unsubscribe on one line, byte for byte as given (a DKIM signer signs them as sent).
-_POLICY = email.policy.SMTP.clone(max_line_length=998)
+# 7bit: non-ASCII text goes quoted-printable or base64, so no server needs 8BITMIME.
+_BUILD = email.policy.SMTP.clone(cte_type="7bit")
+_POLICY = _BUILD.clone(max_line_length=998)
 
 
 def build_email(
@@ -30,7 +32,7 @@ def build_email(
     Raises ``ValueError`` when a header cannot be encoded (a CR or LF in a value).
     """
     content = message.content
-    mail = EmailMessage(policy=email.policy.SMTP)
+    mail = EmailMessage(policy=_BUILD)
     message_id = email.utils.make_msgid(domain=message_id_domain)
     mail["From"] = email.utils.formataddr((from_name or "", from_address))
     mail["To"] = message.address

@@ -57,6 +57,7 @@ class SmtpProvider:
         self._slots = asyncio.Semaphore(min(account.max_connections, account.max_in_flight))
         self._tls_context: ssl.SSLContext | None = None
         self.connections_opened = 0  # for tests and metrics: reuse means few of these
+        self._closed = False
 
     async def send(self, message: Message) -> SendResult:
         raw, message_id = self._render(message)
@@ -65,6 +66,7 @@ class SmtpProvider:
         return SendResult(provider=self.name, provider_msg_id=message_id)
 
     async def close(self) -> None:
+        self._closed = True
         idle, self._idle = self._idle, []
         for client in idle:
             try:
@@ -123,7 +125,9 @@ class SmtpProvider:
         return await self._connect(), False
 
     def _checkin(self, client: aiosmtplib.SMTP) -> None:
-        if client.is_connected:
+        if self._closed:
+            client.close()  # a send that finished after close(): keep nothing open
+        elif client.is_connected:
             self._idle.append(client)
 
     async def _connect(self) -> aiosmtplib.SMTP:
