@@ -3,3 +3,7 @@
 from __future__ import annotations
 
 # Each module adds its factory to HTTP_PROVIDERS or SERVERS in tidings.simulator.server.
+from tidings.simulator import (
+    sendgrid,  # noqa: F401
+    smtp,  # noqa: F401
+)

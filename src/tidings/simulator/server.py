@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
@@ -38,6 +38,12 @@ class SimulatorConfig(BaseModel):
     credentials_dir: Path = Path("./simulator-credentials")
     behaviours: dict[str, Behaviour] = Field(default_factory=dict)
     seed: int = 0
+    # Email (SendGrid, SMTP): the credentials the simulated providers accept, and how the
+    # SMTP listener does TLS (STARTTLS required, TLS from the first byte, or none).
+    sendgrid_api_key: str = "SG.simulator-key"
+    smtp_username: str | None = "tidings"
+    smtp_password: str = "simulator-password"
+    smtp_tls: Literal["starttls", "implicit", "none"] = "starttls"
 
 
 class SimulatedProvider(Protocol):

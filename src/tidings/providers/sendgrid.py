@@ -1,0 +1,169 @@
+"""The SendGrid v3 Mail Send adapter (httpx).
+
+``POST {base_url}/v3/mail/send`` with ``Authorization: Bearer <api key>``; one
+personalization per delivery, whose ``custom_args.delivery_id`` comes back in Event Webhook
+events. SendGrid has no idempotency key; the delivery id is the custom arg that lets events
+(and the simulator) recognise a repeated send.
+
+Classification: 202 accepted (``X-Message-Id``); 400 a request SendGrid will refuse again
+(permanent, nothing suppressed: a malformed address is not a bounce); 401/403 our
+credentials or sender identity (transient with a long retry, so that no delivery is lost or
+address suppressed while an operator fixes the key); 413 poison; 429 transient after
+Retry-After or X-RateLimit-Reset; 5xx and network errors transient.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC
+from typing import Any, Literal
+
+import httpx
+from pydantic import SecretStr
+
+from tidings.providers.accounts import AccountSettings
+from tidings.providers.base import (
+    Message,
+    PermanentError,
+    PoisonError,
+    ProviderError,
+    SendResult,
+    TransientError,
+)
+
+# Seconds before retrying after a credentials error (configuration, fixed by an operator).
+CREDENTIALS_RETRY_AFTER = 300.0
+# Headers SendGrid refuses in ``headers`` (it sets them itself).
+_RESERVED = {
+    "x-sg-id",
+    "x-sg-eid",
+    "received",
+    "dkim-signature",
+    "content-type",
+    "content-transfer-encoding",
+    "to",
+    "from",
+    "subject",
+    "reply-to",
+    "cc",
+    "bcc",
+}
+
+
+class SendGridAccount(AccountSettings):
+    kind: Literal["sendgrid"] = "sendgrid"
+    api_key: SecretStr
+    base_url: str = "https://api.sendgrid.com"
+    from_email: str
+    from_name: str | None = None
+
+
+class SendGridProvider:
+    def __init__(
+        self,
+        name: str,
+        account: SendGridAccount,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.account = account
+        self._clock = clock
+        limits = httpx.Limits(
+            max_connections=account.max_in_flight,
+            max_keepalive_connections=account.max_in_flight,
+        )
+        self._client = httpx.AsyncClient(
+            base_url=account.base_url.rstrip("/"),
+            timeout=account.timeout,
+            limits=limits,
+            headers={"Authorization": f"Bearer {account.api_key.get_secret_value()}"},
+        )
+
+    async def send(self, message: Message) -> SendResult:
+        body = mail_send_body(message, self.account)
+        try:
+            response = await self._client.post("/v3/mail/send", json=body)
+        except httpx.TransportError as error:  # connect, read, timeouts
+            raise TransientError(f"SendGrid unreachable: {error!r}") from error
+        if response.is_success:
+            return SendResult(self.name, response.headers.get("X-Message-Id"))
+        raise self._classify(response)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def _classify(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        detail = f"SendGrid {status}: {_error_messages(response)}"
+        if status in (401, 403):
+            return TransientError(detail, retry_after=CREDENTIALS_RETRY_AFTER, reason="credentials")
+        if status == 413:
+            return PoisonError(detail, reason="payload_too_large")
+        if status == 429 or status >= 500:
+            retry_after = retry_after_seconds(response.headers, self._clock())
+            reason = "rate_limited" if status == 429 else f"http_{status}"
+            return TransientError(detail, retry_after=retry_after, reason=reason)
+        if status == 408:
+            return TransientError(detail, reason="http_408")
+        return PermanentError(detail, reason="bad_request" if status == 400 else f"http_{status}")
+
+
+def mail_send_body(message: Message, account: SendGridAccount) -> dict[str, Any]:
+    """The v3 mail/send request body for one delivery."""
+    content = message.content
+    parts = [{"type": "text/plain", "value": content.text}] if content.text else []
+    if content.html:
+        parts.append({"type": "text/html", "value": content.html})
+    if not parts:
+        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
+    sender: dict[str, str] = {"email": account.from_email}
+    if account.from_name:
+        sender["name"] = account.from_name
+    body: dict[str, Any] = {
+        "personalizations": [
+            {
+                "to": [{"email": message.address}],
+                "custom_args": {"delivery_id": message.idempotency_key},
+            }
+        ],
+        "from": sender,
+        "subject": content.subject or "",
+        "content": parts,
+        "categories": [message.type],
+    }
+    headers = {k: v for k, v in message.headers.items() if k.lower() not in _RESERVED}
+    if headers:
+        body["headers"] = headers
+    return body
+
+
+def _error_messages(response: httpx.Response) -> str:
+    try:
+        errors = response.json().get("errors") or []
+        return "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict))
+    except (ValueError, AttributeError):
+        return response.text[:200]
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds from Retry-After (seconds or HTTP date), else from X-RateLimit-Reset (epoch).
+
+    ``headers`` must be case-insensitive (httpx.Headers).
+    """
+    value = headers.get("Retry-After")
+    if value is not None:
+        if value.strip().isdigit():
+            return float(value)
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.replace(tzinfo=when.tzinfo or UTC).timestamp() - now)
+    reset = headers.get("X-RateLimit-Reset")
+    if reset is not None and reset.strip().isdigit():
+        return max(0.0, float(reset) - now)
+    return None

@@ -1,0 +1,1 @@
+"""Delivery tracking: verifying and reading provider event webhooks."""
