@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import Behaviour, ProviderState
+from tidings.simulator.push_config import PushConfig
 
 
 class SimulatorConfig(BaseModel):
@@ -38,6 +39,8 @@ class SimulatorConfig(BaseModel):
     credentials_dir: Path = Path("./simulator-credentials")
     behaviours: dict[str, Behaviour] = Field(default_factory=dict)
     seed: int = 0
+    # FCM project, APNs team/key/topic and token lifetime of the simulated push providers.
+    push: PushConfig = Field(default_factory=PushConfig)
 
 
 class SimulatedProvider(Protocol):
