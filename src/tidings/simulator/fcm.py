@@ -13,9 +13,11 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -68,6 +70,7 @@ class FcmSimulator:
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key_id = secrets.token_hex(20)
         self.grants: dict[str, Grant] = {}
+        self.clock: Callable[[], float] = time.time  # replaceable, to age tokens in tests
         self.service_account_path = sim.config.credentials_dir / "fcm-service-account.json"
         self._write_service_account(self.service_account_path)
         self._sim = sim
@@ -114,7 +117,8 @@ class FcmSimulator:
     # The OAuth2 token endpoint.
 
     async def _token(self, request: Request) -> Response:
-        form = await request.form()
+        # Parsed by hand: Starlette's request.form() needs python-multipart.
+        form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
         if form.get("grant_type") != GRANT_TYPE:
             return _oauth_error("unsupported_grant_type", "Invalid grant_type")
         assertion = form.get("assertion")
@@ -124,7 +128,7 @@ class FcmSimulator:
         if problem is not None:
             return _oauth_error("invalid_grant", problem)
         access_token = "ya29.sim-" + secrets.token_urlsafe(32)
-        self.grants[access_token] = Grant(access_token, time.time() + self.lifetime)
+        self.grants[access_token] = Grant(access_token, self.clock() + self.lifetime)
         self.state.counts["token_grants"] += 1
         return JSONResponse(
             {"access_token": access_token, "expires_in": self.lifetime, "token_type": "Bearer"}
@@ -139,14 +143,25 @@ class FcmSimulator:
                 algorithms=["RS256"],
                 audience=audience,
                 issuer=self.client_email,
-                options={"require": ["iss", "aud", "iat", "exp"]},
+                options={
+                    "require": ["iss", "aud", "iat", "exp"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                },
             )
         except jwt.InvalidSignatureError:
             return "Invalid JWT Signature."
         except jwt.PyJWTError as error:
             return f"Invalid JWT: {error}"
-        if claims["exp"] - claims["iat"] > 3600:
-            return "Invalid JWT: Token must be a short-lived token (60 minutes)"
+        now = self.clock()
+        iat, exp = claims["iat"], claims["exp"]
+        if not isinstance(iat, int) or not isinstance(exp, int):
+            return "Invalid JWT: iat and exp must be integers"
+        if exp - iat > 3600 or exp < now or iat > now + 60:
+            return (
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a "
+                "reasonable timeframe. Check your iat and exp values in the JWT claim."
+            )
         if FCM_SCOPE not in str(claims.get("scope", "")).split():
             return "Invalid OAuth scope or ID token audience provided."
         return None
@@ -155,6 +170,7 @@ class FcmSimulator:
 
     async def _send(self, request: Request) -> Response:
         if not self._authorized(request.headers.get("authorization", "")):
+            self.state.counts["unauthenticated"] += 1
             return _unauthenticated()
         if request.path_params["project"] != self.project_id:
             return _error(403, "PERMISSION_DENIED", _permission_denied(request), None)
@@ -176,7 +192,7 @@ class FcmSimulator:
     def _authorized(self, authorization: str) -> bool:
         scheme, _, token = authorization.partition(" ")
         grant = self.grants.get(token) if scheme.lower() == "bearer" else None
-        return grant is not None and time.time() < grant.expires_at
+        return grant is not None and self.clock() < grant.expires_at
 
     def _accept(self, address: str, message: dict[str, Any]) -> Response:
         data = message.get("data") or {}
