@@ -129,9 +129,13 @@ class ApnsSimulator:
         self.key_path.chmod(0o600)
 
     async def _missing_token(self, request: Request) -> Response:
+        await request.body()
         return _reason("MissingDeviceToken")
 
     async def _push(self, request: Request) -> Response:
+        # Read the whole body before answering: Hypercorn's HTTP/2 stream breaks the
+        # connection when DATA frames arrive for a stream already answered.
+        body = await request.body()
         self.http_versions.append(str(request.scope.get("http_version")))
         if request.scope.get("http_version") != "2":
             # Apple's servers speak only HTTP/2 (ALPN h2); a 1.1 client gets nowhere.
@@ -147,7 +151,6 @@ class ApnsSimulator:
         admission = await self.state.admit(device)
         if admission != OK:
             return self._admission_answer(admission)
-        body = await request.body()
         invalid = self._invalid_headers(request) or _invalid_payload(request, body)
         if invalid is not None:
             return invalid

@@ -169,6 +169,7 @@ class FcmSimulator:
     # messages:send
 
     async def _send(self, request: Request) -> Response:
+        await request.body()  # read first: answering early breaks Hypercorn's HTTP/2 streams
         if not self._authorized(request.headers.get("authorization", "")):
             self.state.counts["unauthenticated"] += 1
             return _unauthenticated()
