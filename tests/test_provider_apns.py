@@ -145,7 +145,7 @@ async def test_http1_is_refused_and_the_adapter_uses_http2(
 
     assert http1.http_version == "HTTP/1.1"
     assert http1.status_code == 505
-    assert apns_sim.http_versions == ["1.1", "2", "2"]
+    assert apns_sim.http_versions == {"1.1": 1, "2": 2}
     assert apns_sim.state.counts["received"] == 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import secrets
 import time
@@ -27,6 +28,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.fcm import DELIVERY_ID_KEY, FcmProvider
+from tidings.providers.push_http import retry_after
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 
@@ -367,3 +369,40 @@ async def test_transport_failure_is_transient(fcm_sim: FcmSimulator) -> None:
             await provider.send(push(device()))
     finally:
         await provider.close()
+
+
+async def test_access_token_refused_twice_is_a_configuration_error(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    fcm_sim.lifetime = 0  # every token the simulator issues is already expired
+
+    with pytest.raises(TransientError) as caught:
+        await fcm.send(push(device()))
+
+    assert caught.value.reason == "401"
+    assert caught.value.retry_after == 300
+    assert fcm_sim.state.counts["token_grants"] == 2  # refreshed and retried once, no more
+    assert fcm_sim.state.counts["unauthenticated"] == 2
+
+
+async def test_project_without_permission_is_a_configuration_error(
+    fcm_sim: FcmSimulator, clock: FakeClock
+) -> None:
+    provider = FcmProvider("fcm", fcm_sim.account(project_id="someone-else"), clock=clock)
+    try:
+        with pytest.raises(TransientError) as caught:
+            await provider.send(push(device()))
+    finally:
+        await provider.close()
+    assert caught.value.reason == "403"
+    assert caught.value.effect is None
+
+
+def test_retry_after_takes_seconds_or_an_http_date() -> None:
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 120, usegmt=True)
+
+    assert retry_after(httpx.Headers({"retry-after": "30"}), now) == 30
+    assert retry_after(httpx.Headers({"retry-after": date}), now) == 120
+    assert retry_after(httpx.Headers({"retry-after": "soon"}), now) is None
+    assert retry_after(httpx.Headers(), now) is None

@@ -12,6 +12,7 @@ import json
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,7 @@ class ApnsSimulator:
         self._write_key()
         # Every distinct provider JWT seen, in order, with its iat.
         self.jwts: dict[str, int] = {}
-        self.http_versions: list[str] = []
+        self.http_versions: Counter[str] = Counter()  # requests per HTTP version
         self._connections: dict[Any, ConnectionToken] = {}
         self._sim = sim
 
@@ -136,7 +137,7 @@ class ApnsSimulator:
         # Read the whole body before answering: Hypercorn's HTTP/2 stream breaks the
         # connection when DATA frames arrive for a stream already answered.
         body = await request.body()
-        self.http_versions.append(str(request.scope.get("http_version")))
+        self.http_versions[str(request.scope.get("http_version"))] += 1
         if request.scope.get("http_version") != "2":
             # Apple's servers speak only HTTP/2 (ALPN h2); a 1.1 client gets nowhere.
             return JSONResponse({"reason": "HTTP/2 required"}, status_code=505)
