@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 # Each module adds its factory to HTTP_PROVIDERS or SERVERS in tidings.simulator.server.
-from tidings.simulator import (
-    sendgrid,  # noqa: F401
-    smtp,  # noqa: F401
+from tidings.simulator import (  # noqa: F401
+    apns,
+    fcm,
+    sendgrid,
+    smtp,
 )

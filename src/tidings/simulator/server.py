@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import Behaviour, ProviderState
+from tidings.simulator.push_config import PushConfig
 
 
 class SimulatorConfig(BaseModel):
@@ -44,6 +45,8 @@ class SimulatorConfig(BaseModel):
     smtp_username: str | None = "tidings"
     smtp_password: str = "simulator-password"
     smtp_tls: Literal["starttls", "implicit", "none"] = "starttls"
+    # FCM project, APNs team/key/topic and token lifetime of the simulated push providers.
+    push: PushConfig = Field(default_factory=PushConfig)
 
 
 class SimulatedProvider(Protocol):

@@ -1,0 +1,331 @@
+"""Simulated Firebase Cloud Messaging (HTTP v1) with its Google OAuth2 token endpoint.
+
+At construction it writes a service-account JSON key (a fresh RSA key) into the
+credentials directory; ``account()`` gives the matching ``FcmAccount``. The token endpoint
+verifies the JWT assertion like Google does and issues access tokens of
+``push.fcm_token_lifetime`` seconds; ``messages:send`` checks the bearer token, the message
+shape and answers errors in Google's exact JSON shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tidings.providers.fcm import DELIVERY_ID_KEY, FCM_ERROR_TYPE, MAX_TTL, FcmAccount
+from tidings.providers.google_auth import FCM_SCOPE, GRANT_TYPE
+from tidings.providers.push_http import compact_json
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.server import HTTP_PROVIDERS
+
+if TYPE_CHECKING:
+    from tidings.simulator.server import Simulator
+
+TOKEN_PATH = "/token"
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
+PAYLOAD_LIMIT = 4096
+TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_:\-.]{16,4096}$")
+TTL_PATTERN = re.compile(r"^\d+(\.\d{1,9})?s$")
+
+# errorCode -> (HTTP status, google.rpc status, message), as Google answers them.
+ERRORS: dict[str, tuple[int, str, str]] = {
+    "UNSPECIFIED_ERROR": (500, "UNKNOWN", "Unknown error."),
+    "INVALID_ARGUMENT": (400, "INVALID_ARGUMENT", "Request contains an invalid argument."),
+    "UNREGISTERED": (404, "NOT_FOUND", "Requested entity was not found."),
+    "SENDER_ID_MISMATCH": (403, "PERMISSION_DENIED", "SenderId mismatch"),
+    "QUOTA_EXCEEDED": (429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric."),
+    "UNAVAILABLE": (503, "UNAVAILABLE", "The service is currently unavailable."),
+    "INTERNAL": (500, "INTERNAL", "Internal error encountered."),
+    "THIRD_PARTY_AUTH_ERROR": (401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service"),
+}
+RETRY_AFTER_SECONDS = "1"
+
+
+@dataclass
+class Grant:
+    access_token: str
+    expires_at: float
+
+
+class FcmSimulator:
+    def __init__(self, sim: Simulator) -> None:
+        self.state = sim.new_state("fcm")
+        self.project_id = sim.config.push.fcm_project_id
+        self.lifetime = sim.config.push.fcm_token_lifetime
+        self.client_email = f"tidings-sim@{self.project_id}.iam.gserviceaccount.com"
+        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key_id = secrets.token_hex(20)
+        self.grants: dict[str, Grant] = {}
+        self.clock: Callable[[], float] = time.time  # replaceable, to age tokens in tests
+        self.service_account_path = sim.config.credentials_dir / "fcm-service-account.json"
+        self._write_service_account(self.service_account_path)
+        self._sim = sim
+
+    def account(self, **overrides: Any) -> FcmAccount:
+        """An account pointed at this simulator (token_uri included)."""
+        settings: dict[str, Any] = {
+            "service_account_file": self.service_account_path,
+            "base_url": self._sim.url,
+            "token_uri": f"{self._sim.url}{TOKEN_PATH}",
+        }
+        return FcmAccount.model_validate(settings | overrides)
+
+    def revoke_tokens(self) -> None:
+        """Forget every issued access token (as when Google revokes them early)."""
+        self.grants.clear()
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(TOKEN_PATH, self._token, methods=["POST"]),
+            Route("/v1/projects/{project}/messages:send", self._send, methods=["POST"]),
+        ]
+
+    def _write_service_account(self, path: Path) -> None:
+        pem = self._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+        info = {
+            "type": "service_account",
+            "project_id": self.project_id,
+            "private_key_id": self.key_id,
+            "private_key": pem,
+            "client_email": self.client_email,
+            "client_id": "100000000000000000000",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": GOOGLE_TOKEN_URI,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(info, indent=2))
+        path.chmod(0o600)
+
+    # The OAuth2 token endpoint.
+
+    async def _token(self, request: Request) -> Response:
+        # Parsed by hand: Starlette's request.form() needs python-multipart.
+        form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
+        if form.get("grant_type") != GRANT_TYPE:
+            return _oauth_error("unsupported_grant_type", "Invalid grant_type")
+        assertion = form.get("assertion")
+        if not isinstance(assertion, str):
+            return _oauth_error("invalid_request", "Missing required parameter: assertion")
+        problem = self._check_assertion(assertion, _url_of(request))
+        if problem is not None:
+            return _oauth_error("invalid_grant", problem)
+        access_token = "ya29.sim-" + secrets.token_urlsafe(32)
+        self.grants[access_token] = Grant(access_token, self.clock() + self.lifetime)
+        self.state.counts["token_grants"] += 1
+        return JSONResponse(
+            {"access_token": access_token, "expires_in": self.lifetime, "token_type": "Bearer"}
+        )
+
+    def _check_assertion(self, assertion: str, audience: str) -> str | None:
+        """Google's checks: signature by the account's key, iss, aud, scope, iat/exp."""
+        try:
+            claims = jwt.decode(
+                assertion,
+                self._key.public_key(),
+                algorithms=["RS256"],
+                audience=audience,
+                issuer=self.client_email,
+                options={
+                    "require": ["iss", "aud", "iat", "exp"],
+                    "verify_exp": False,
+                    "verify_iat": False,
+                },
+            )
+        except jwt.InvalidSignatureError:
+            return "Invalid JWT Signature."
+        except jwt.PyJWTError as error:
+            return f"Invalid JWT: {error}"
+        now = self.clock()
+        iat, exp = claims["iat"], claims["exp"]
+        if not isinstance(iat, int) or not isinstance(exp, int):
+            return "Invalid JWT: iat and exp must be integers"
+        if exp - iat > 3600 or exp < now or iat > now + 60:
+            return (
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a "
+                "reasonable timeframe. Check your iat and exp values in the JWT claim."
+            )
+        if FCM_SCOPE not in str(claims.get("scope", "")).split():
+            return "Invalid OAuth scope or ID token audience provided."
+        return None
+
+    # messages:send
+
+    async def _send(self, request: Request) -> Response:
+        await request.body()  # read first: answering early breaks Hypercorn's HTTP/2 streams
+        if not self._authorized(request.headers.get("authorization", "")):
+            self.state.counts["unauthenticated"] += 1
+            return _unauthenticated()
+        if request.path_params["project"] != self.project_id:
+            return _error(403, "PERMISSION_DENIED", _permission_denied(request), None)
+        try:
+            message = (await request.json())["message"]
+        except (ValueError, KeyError, TypeError):
+            message = None
+        if not isinstance(message, dict):
+            return _fcm_error("INVALID_ARGUMENT", "Invalid JSON payload received.")
+        address = str(message.get("token") or message.get("topic") or "")
+        admission = await self.state.admit(address)
+        if admission != OK:
+            return _admission_answer(admission)
+        invalid = _invalid(message)
+        if invalid is not None:
+            return invalid
+        return self._accept(address, message)
+
+    def _authorized(self, authorization: str) -> bool:
+        scheme, _, token = authorization.partition(" ")
+        grant = self.grants.get(token) if scheme.lower() == "bearer" else None
+        return grant is not None and self.clock() < grant.expires_at
+
+    def _accept(self, address: str, message: dict[str, Any]) -> Response:
+        data = message.get("data") or {}
+        key = data.get(DELIVERY_ID_KEY) if self.state.behaviour.dedup else None
+        if key is not None and key in self.state.answers:
+            self.state.record(address, key, message)
+            return JSONResponse(self.state.answers[key])
+        message_id = f"0:{time.time_ns() // 1000}%{secrets.token_hex(8)}"
+        answer = {"name": f"projects/{self.project_id}/messages/{message_id}"}
+        if key is not None:
+            self.state.answers[key] = answer
+        self.state.record(address, key, message)
+        return JSONResponse(answer)
+
+
+def _invalid(message: dict[str, Any]) -> Response | None:
+    """Message validation in FCM's order of concern; None when the message is fine."""
+    targets = [k for k in ("token", "topic", "condition") if message.get(k)]
+    if len(targets) != 1:
+        return _fcm_error("INVALID_ARGUMENT", "Exactly one of token, topic or condition")
+    token = message.get("token")
+    if token is not None and not TOKEN_PATTERN.match(str(token)):
+        return _fcm_error(
+            "INVALID_ARGUMENT",
+            "The registration token is not a valid FCM registration token",
+            field="message.token",
+        )
+    if payload_size(message) > PAYLOAD_LIMIT:
+        return _fcm_error("INVALID_ARGUMENT", "Message is too big")
+    return _invalid_data(message.get("data")) or _invalid_android(message.get("android"))
+
+
+def _invalid_data(data: Any) -> Response | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.data'")
+    for key, value in data.items():
+        if not isinstance(value, str):
+            return _fcm_error(
+                "INVALID_ARGUMENT", f"Invalid value at 'message.data[{key}].value'", "message.data"
+            )
+        lowered = key.lower()
+        if lowered in ("from", "message_type") or lowered.startswith(("google", "gcm")):
+            return _fcm_error("INVALID_ARGUMENT", f"Invalid data payload key: {key}")
+    return None
+
+
+def _invalid_android(android: Any) -> Response | None:
+    if android is None:
+        return None
+    if not isinstance(android, dict):
+        return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android'")
+    if android.get("priority", "NORMAL") not in ("NORMAL", "HIGH"):
+        return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android.priority'")
+    ttl = android.get("ttl")
+    if ttl is not None and (not TTL_PATTERN.match(str(ttl)) or float(str(ttl)[:-1]) > MAX_TTL):
+        return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'")
+    return None
+
+
+def payload_size(message: dict[str, Any]) -> int:
+    """What counts against the 4096-byte limit: notification plus data."""
+    return len(compact_json({k: message[k] for k in ("notification", "data") if k in message}))
+
+
+def _admission_answer(admission: str) -> Response:
+    if admission == OUTAGE:
+        return _fcm_error("UNAVAILABLE", retry_after=RETRY_AFTER_SECONDS)
+    if admission == RATE_LIMITED:
+        return _fcm_error("QUOTA_EXCEEDED", retry_after=RETRY_AFTER_SECONDS)
+    if admission in ("UNAVAILABLE", "QUOTA_EXCEEDED"):
+        return _fcm_error(admission, retry_after=RETRY_AFTER_SECONDS)
+    return _fcm_error(admission if admission in ERRORS else "INTERNAL")
+
+
+def _fcm_error(
+    code: str, message: str | None = None, field: str | None = None, retry_after: str | None = None
+) -> Response:
+    status, rpc_status, default = ERRORS[code]
+    details: list[dict[str, Any]] = [{"@type": FCM_ERROR_TYPE, "errorCode": code}]
+    if field is not None:
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": field, "description": message or default}],
+            }
+        )
+    response = _error(status, rpc_status, message or default, details)
+    if retry_after is not None:
+        response.headers["retry-after"] = retry_after
+    return response
+
+
+def _error(
+    status: int, rpc_status: str, message: str, details: list[dict[str, Any]] | None
+) -> Response:
+    error: dict[str, Any] = {"code": status, "message": message, "status": rpc_status}
+    if details is not None:
+        error["details"] = details
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _unauthenticated() -> Response:
+    """Google's answer to a missing, unknown or expired access token: no FcmError."""
+    response = _error(
+        401,
+        "UNAUTHENTICATED",
+        "Request had invalid authentication credentials. Expected OAuth 2 access token, "
+        "login cookie or other valid authentication credential.",
+        None,
+    )
+    response.headers["www-authenticate"] = 'Bearer realm="https://accounts.google.com/"'
+    return response
+
+
+def _permission_denied(request: Request) -> str:
+    project = request.path_params["project"]
+    return (
+        "Permission 'cloudmessaging.messages.create' denied on resource "
+        f"'//cloudresourcemanager.googleapis.com/projects/{project}'"
+    )
+
+
+def _oauth_error(error: str, description: str) -> Response:
+    return JSONResponse({"error": error, "error_description": description}, status_code=400)
+
+
+def _url_of(request: Request) -> str:
+    """The token endpoint's own URL: what an assertion's aud must name."""
+    url = request.url
+    return f"{url.scheme}://{url.netloc}{url.path}"
+
+
+HTTP_PROVIDERS["fcm"] = FcmSimulator

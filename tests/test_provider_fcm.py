@@ -1,0 +1,408 @@
+"""The FCM HTTP v1 adapter against the simulated FCM and Google OAuth endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tidings.priorities import Channel, Priority
+from tidings.providers.base import (
+    Content,
+    Effect,
+    Message,
+    PermanentError,
+    PoisonError,
+    ProviderError,
+    TransientError,
+)
+from tidings.providers.fcm import DELIVERY_ID_KEY, FcmProvider
+from tidings.providers.push_http import retry_after
+from tidings.simulator.fcm import FcmSimulator
+from tidings.simulator.server import Simulator, SimulatorConfig
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def device() -> str:
+    return "fcm-" + secrets.token_urlsafe(40)
+
+
+def push(
+    address: str,
+    *,
+    subject: str | None = "Your order",
+    text: str = "has shipped",
+    data: dict[str, Any] | None = None,
+    priority: Priority = Priority.NORMAL,
+    ttl: int | None = None,
+    collapse: str | None = None,
+) -> Message:
+    return Message(
+        delivery_id=uuid.uuid4(),
+        notification_id=uuid.uuid4(),
+        channel=Channel.PUSH,
+        address=address,
+        type="order_shipped",
+        priority=priority,
+        content=Content(subject=subject, text=text, data=data or {}),
+        ttl_seconds=ttl,
+        collapse_key=collapse,
+    )
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
+    async with Simulator(SimulatorConfig(credentials_dir=tmp_path / "credentials")) as sim:
+        yield sim
+
+
+@pytest.fixture
+def fcm_sim(sim: Simulator) -> FcmSimulator:
+    provider = sim.http["fcm"]
+    assert isinstance(provider, FcmSimulator)
+    return provider
+
+
+@pytest.fixture
+def clock(fcm_sim: FcmSimulator) -> FakeClock:
+    clock = FakeClock()
+    fcm_sim.clock = clock
+    return clock
+
+
+@pytest.fixture
+async def fcm(fcm_sim: FcmSimulator, clock: FakeClock) -> AsyncIterator[FcmProvider]:
+    provider = FcmProvider("fcm-main", fcm_sim.account(), clock=clock)
+    yield provider
+    await provider.close()
+
+
+async def test_sends_the_documented_message(
+    fcm: FcmProvider, fcm_sim: FcmSimulator, clock: FakeClock
+) -> None:
+    token = device()
+    message = push(
+        token,
+        data={"order": 42, "kind": "parcel", "extra": {"a": 1}},
+        priority=Priority.HIGH,
+        ttl=600,
+        collapse="order-42",
+    )
+    result = await fcm.send(message)
+
+    assert result.provider == "fcm-main"
+    assert result.provider_msg_id is not None
+    assert result.provider_msg_id.startswith("projects/tidings-sim/messages/0:")
+    [received] = fcm_sim.state.received
+    assert received.address == token
+    assert received.idempotency_key == str(message.delivery_id)
+    assert received.payload == {
+        "token": token,
+        "notification": {"title": "Your order", "body": "has shipped"},
+        "data": {
+            "order": "42",
+            "kind": "parcel",
+            "extra": '{"a":1}',
+            DELIVERY_ID_KEY: str(message.delivery_id),
+        },
+        "android": {"priority": "HIGH", "ttl": "600s", "collapse_key": "order-42"},
+        "apns": {
+            "headers": {
+                "apns-priority": "10",
+                "apns-expiration": str(int(clock.now) + 600),
+                "apns-collapse-id": "order-42",
+            }
+        },
+    }
+
+
+async def test_normal_priority_and_data_only_message(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    await fcm.send(push(device(), subject=None, text="", data={"sync": "1"}))
+
+    payload = fcm_sim.state.received[0].payload
+    assert "notification" not in payload
+    assert payload["android"] == {"priority": "NORMAL"}
+    assert payload["apns"] == {"headers": {"apns-priority": "5"}}
+
+
+async def test_one_access_token_serves_many_sends(fcm: FcmProvider, fcm_sim: FcmSimulator) -> None:
+    results = await asyncio.gather(*(fcm.send(push(device())) for _ in range(20)))
+
+    assert len({r.provider_msg_id for r in results}) == 20
+    assert fcm_sim.state.counts["token_grants"] == 1
+
+
+async def test_access_token_is_refreshed_before_it_expires(
+    fcm: FcmProvider, fcm_sim: FcmSimulator, clock: FakeClock
+) -> None:
+    await fcm.send(push(device()))
+    clock.now += 3000  # 50 minutes: still well inside the hour
+    await fcm.send(push(device()))
+    assert fcm_sim.state.counts["token_grants"] == 1
+
+    clock.now += 310  # 5 minutes before the hour is up: refresh early
+    await fcm.send(push(device()))
+    assert fcm_sim.state.counts["token_grants"] == 2
+    assert fcm_sim.state.counts["unauthenticated"] == 0
+
+
+async def test_short_token_lifetime_from_the_simulator_config(tmp_path: Path) -> None:
+    config = SimulatorConfig(credentials_dir=tmp_path)
+    config.push.fcm_token_lifetime = 2
+    async with Simulator(config) as sim:
+        fcm_sim = sim.http["fcm"]
+        assert isinstance(fcm_sim, FcmSimulator)
+        provider = FcmProvider("fcm", fcm_sim.account())
+        try:
+            await provider.send(push(device()))
+            await asyncio.sleep(1.1)  # past half the token's 2 s life
+            await provider.send(push(device()))
+        finally:
+            await provider.close()
+        assert fcm_sim.state.counts["token_grants"] == 2
+        assert fcm_sim.state.counts["received"] == 2
+
+
+async def test_refused_access_token_is_refreshed_and_the_send_retried_once(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    await fcm.send(push(device()))
+    fcm_sim.revoke_tokens()
+
+    result = await fcm.send(push(device()))
+
+    assert result.provider_msg_id is not None
+    assert fcm_sim.state.counts["unauthenticated"] == 1
+    assert fcm_sim.state.counts["token_grants"] == 2
+    assert fcm_sim.state.counts["received"] == 2
+
+
+async def test_wrong_service_account_key_is_a_configuration_error(
+    fcm_sim: FcmSimulator, tmp_path: Path
+) -> None:
+    info = json.loads(fcm_sim.service_account_path.read_text())
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    info["private_key"] = other.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    provider = FcmProvider(
+        "fcm",
+        fcm_sim.account(service_account_file=None, service_account_json=json.dumps(info)),
+    )
+    try:
+        with pytest.raises(TransientError) as caught:
+            await provider.send(push(device()))
+    finally:
+        await provider.close()
+    assert caught.value.reason == "oauth:invalid_grant"
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 300
+    assert caught.value.effect is None
+    assert fcm_sim.state.counts["token_grants"] == 0
+    assert fcm_sim.state.counts["requests"] == 0
+
+
+async def test_same_delivery_sent_twice_is_counted_as_a_duplicate(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    message = push(device())
+    first = await fcm.send(message)
+    second = await fcm.send(message)
+
+    assert first.provider_msg_id == second.provider_msg_id
+    summary = fcm_sim.state.summary()
+    assert (summary["distinct"], summary["duplicates"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "effect"),
+    [
+        ("UNREGISTERED", PermanentError, Effect.DEACTIVATE_DEVICE),
+        ("SENDER_ID_MISMATCH", PermanentError, Effect.DEACTIVATE_DEVICE),
+        ("INVALID_ARGUMENT", PermanentError, None),
+        ("QUOTA_EXCEEDED", TransientError, None),
+        ("UNAVAILABLE", TransientError, None),
+        ("INTERNAL", TransientError, None),
+        ("THIRD_PARTY_AUTH_ERROR", TransientError, None),
+        ("UNSPECIFIED_ERROR", TransientError, None),
+    ],
+)
+async def test_error_codes_are_classified(
+    fcm: FcmProvider,
+    fcm_sim: FcmSimulator,
+    code: str,
+    error: type[ProviderError],
+    effect: Effect | None,
+) -> None:
+    token = device()
+    fcm_sim.state.script(token, code)
+
+    with pytest.raises(error) as caught:
+        await fcm.send(push(token))
+
+    assert type(caught.value) is error
+    assert caught.value.effect is effect
+    assert caught.value.reason == code
+    assert fcm_sim.state.counts["received"] == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "retry_after"),
+    [
+        ("QUOTA_EXCEEDED", 1.0),
+        ("UNAVAILABLE", 1.0),
+        ("INTERNAL", None),
+        ("THIRD_PARTY_AUTH_ERROR", 300.0),
+    ],
+)
+async def test_retry_after(
+    fcm: FcmProvider, fcm_sim: FcmSimulator, code: str, retry_after: float | None
+) -> None:
+    token = device()
+    fcm_sim.state.script(token, code)
+
+    with pytest.raises(TransientError) as caught:
+        await fcm.send(push(token))
+
+    assert caught.value.retry_after == retry_after
+
+
+async def test_outage_and_rate_limit_are_transient_with_retry_after(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    fcm_sim.state.behaviour.down = True
+    with pytest.raises(TransientError) as outage:
+        await fcm.send(push(device()))
+    assert (outage.value.reason, outage.value.retry_after) == ("UNAVAILABLE", 1.0)
+
+    fcm_sim.state.behaviour.down = False
+    fcm_sim.state.behaviour.rate_limit = 1
+    await fcm.send(push(device()))
+    with pytest.raises(TransientError) as limited:
+        await fcm.send(push(device()))
+    assert (limited.value.reason, limited.value.retry_after) == ("QUOTA_EXCEEDED", 1.0)
+
+
+async def test_malformed_registration_token_is_deactivated(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    with pytest.raises(PermanentError) as caught:
+        await fcm.send(push("not a token!"))
+
+    assert caught.value.effect is Effect.DEACTIVATE_DEVICE
+    assert caught.value.reason == "INVALID_ARGUMENT"
+
+
+async def test_reserved_data_key_is_poison_and_never_sent(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    for key in ("from", "google.sent_time", "gcm.notification"):
+        with pytest.raises(PoisonError):
+            await fcm.send(push(device(), data={key: "x"}))
+    assert fcm_sim.state.counts["requests"] == 0
+
+
+async def test_payload_limit_is_4096_bytes(fcm: FcmProvider, fcm_sim: FcmSimulator) -> None:
+    overhead = len('{"notification":{"title":"Your order","body":"has shipped"},"data":{"b":""')
+    overhead += len(f',"{DELIVERY_ID_KEY}":"{uuid.uuid4()}"}}}}')
+    fits = push(device(), data={"b": "x" * (4096 - overhead)})
+    await fcm.send(fits)
+
+    with pytest.raises(PoisonError) as caught:
+        await fcm.send(push(device(), data={"b": "x" * (4097 - overhead)}))
+    assert caught.value.reason == "payload_too_large"
+    assert fcm_sim.state.counts["requests"] == 1
+
+
+async def test_simulator_checks_bearer_token_and_message_shape(
+    sim: Simulator, fcm: FcmProvider
+) -> None:
+    url = f"{sim.url}/v1/projects/tidings-sim/messages:send"
+    token = await fcm.tokens.get()
+    auth = {"authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient() as client:
+        anonymous = await client.post(url, json={"message": {"token": device()}})
+        both = {"message": {"token": device(), "topic": "news"}}
+        two_targets = await client.post(url, json=both, headers=auth)
+        number = {"message": {"token": device(), "data": {"n": 1}}}
+        not_string = await client.post(url, json=number, headers=auth)
+        big = {"message": {"token": device(), "data": {"b": "x" * 5000}}}
+        too_big = await client.post(url, json=big, headers=auth)
+
+    assert anonymous.status_code == 401
+    assert "details" not in anonymous.json()["error"]
+    for response in (two_targets, not_string, too_big):
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["status"] == "INVALID_ARGUMENT"
+        assert error["details"][0] == {
+            "@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+            "errorCode": "INVALID_ARGUMENT",
+        }
+
+
+async def test_transport_failure_is_transient(fcm_sim: FcmSimulator) -> None:
+    provider = FcmProvider("fcm", fcm_sim.account(token_uri="http://127.0.0.1:9/token"))
+    try:
+        with pytest.raises(TransientError):
+            await provider.send(push(device()))
+    finally:
+        await provider.close()
+
+
+async def test_access_token_refused_twice_is_a_configuration_error(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    fcm_sim.lifetime = 0  # every token the simulator issues is already expired
+
+    with pytest.raises(TransientError) as caught:
+        await fcm.send(push(device()))
+
+    assert caught.value.reason == "401"
+    assert caught.value.retry_after == 300
+    assert fcm_sim.state.counts["token_grants"] == 2  # refreshed and retried once, no more
+    assert fcm_sim.state.counts["unauthenticated"] == 2
+
+
+async def test_project_without_permission_is_a_configuration_error(
+    fcm_sim: FcmSimulator, clock: FakeClock
+) -> None:
+    provider = FcmProvider("fcm", fcm_sim.account(project_id="someone-else"), clock=clock)
+    try:
+        with pytest.raises(TransientError) as caught:
+            await provider.send(push(device()))
+    finally:
+        await provider.close()
+    assert caught.value.reason == "403"
+    assert caught.value.effect is None
+
+
+def test_retry_after_takes_seconds_or_an_http_date() -> None:
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 120, usegmt=True)
+
+    assert retry_after(httpx.Headers({"retry-after": "30"}), now) == 30
+    assert retry_after(httpx.Headers({"retry-after": date}), now) == 120
+    assert retry_after(httpx.Headers({"retry-after": "soon"}), now) is None
+    assert retry_after(httpx.Headers(), now) is None
