@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 # Each module adds its factory to HTTP_PROVIDERS or SERVERS in tidings.simulator.server.
+from tidings.simulator import twilio, webhook  # noqa: F401  (SMS, outbound webhooks)

@@ -38,6 +38,10 @@ class SimulatorConfig(BaseModel):
     credentials_dir: Path = Path("./simulator-credentials")
     behaviours: dict[str, Behaviour] = Field(default_factory=dict)
     seed: int = 0
+    # Credentials the simulated SMS and webhook providers check (and tidings is given).
+    twilio_account_sid: str = "AC0123456789abcdef0123456789abcdef"
+    twilio_auth_token: str = "simulator-twilio-auth-token"
+    webhook_secret: str = "whsec_dGlkaW5ncy1zaW11bGF0b3Itd2ViaG9vay1zZWNyZXQ="
 
 
 class SimulatedProvider(Protocol):

@@ -1,0 +1,1 @@
+"""Provider callbacks and the signatures that authenticate them."""
