@@ -15,6 +15,7 @@ import re
 import secrets
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -92,7 +93,7 @@ class SimulatedTwilio:
     async def create_message(self, request: Request) -> Response:
         if not self._authenticated(request):
             return error_response(20003)
-        form = {k: str(v) for k, v in (await request.form()).items()}
+        form = await _form(request)
         invalid = _invalid(form)
         if invalid is not None:
             return error_response(invalid, form.get("To", ""))
@@ -153,6 +154,12 @@ class SimulatedTwilio:
             "to": form["To"],
             "uri": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}.json",
         }
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The urlencoded body (the only encoding Twilio's API takes); the last value wins."""
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return dict(parse_qsl(body, keep_blank_values=True))
 
 
 def _invalid(form: dict[str, str]) -> int | None:
