@@ -109,8 +109,8 @@ async def test_messaging_service_replaces_from(sim: Simulator) -> None:
 def test_account_needs_exactly_one_sender_and_hides_the_token() -> None:
     sid = "AC" + "0" * 32
     with pytest.raises(ValueError, match="exactly one"):
-        TwilioAccount(account_sid=sid, auth_token="s3cret-token")  # type: ignore[arg-type]
-    valid = TwilioAccount(account_sid=sid, auth_token="s3cret-token", from_number="+1500")  # type: ignore[arg-type]
+        TwilioAccount(account_sid=sid, auth_token="s3cret-token")
+    valid = TwilioAccount(account_sid=sid, auth_token="s3cret-token", from_number="+1500")
     assert "s3cret-token" not in repr(valid)
     assert "s3cret-token" not in str(valid.model_dump())
 

@@ -47,7 +47,13 @@ class SimulatedWebhookReceiver:
             return JSONResponse({"error": "body is not JSON"}, status_code=400)
         msg_id = request.headers["webhook-id"]
         duplicate = self.state.record(
-            name, msg_id, {"body": payload, "timestamp": request.headers["webhook-timestamp"]}
+            name,
+            msg_id,
+            {
+                "body": payload,
+                "timestamp": request.headers["webhook-timestamp"],
+                "host": request.headers.get("host"),
+            },
         )
         return JSONResponse({"received": msg_id, "duplicate": duplicate}, status_code=200)
 
