@@ -143,6 +143,7 @@ async def test_invalid_number_is_refused_and_suppressed(
     [
         ("21211", Effect.SUPPRESS_ADDRESS, "invalid_number"),
         ("21610", Effect.SUPPRESS_ADDRESS, "unsubscribed_stop"),
+        ("21614", Effect.SUPPRESS_ADDRESS, "not_mobile"),
         ("21408", None, "region_not_enabled"),
         ("21999", None, "twilio_21999"),
     ],

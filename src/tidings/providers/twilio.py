@@ -33,7 +33,11 @@ AUTH_RETRY_SECONDS = 300.0
 DEFAULT_THROTTLE_SECONDS = 1.0
 
 # Documented request-time error codes with a side effect on the address.
-SUPPRESS_CODES = {21211: "invalid_number", 21610: "unsubscribed_stop"}
+SUPPRESS_CODES = {
+    21211: "invalid_number",
+    21610: "unsubscribed_stop",
+    21614: "not_mobile",  # a landline: no SMS will ever reach it
+}
 # Request errors that are about our account/configuration, never about the recipient.
 CONFIG_CODES = {21408: "region_not_enabled", 21606: "from_not_capable", 21659: "from_invalid"}
 
@@ -82,7 +86,7 @@ class TwilioProvider:
         except httpx.TransportError as error:
             raise TransientError(f"twilio connection failed: {type(error).__name__}") from error
         if response.status_code in (200, 201):
-            return SendResult(provider=self.name, provider_msg_id=str(response.json()["sid"]))
+            return SendResult(provider=self.name, provider_msg_id=_sid(response))
         raise classify(response)
 
     def form(self, message: Message) -> dict[str, str]:
@@ -129,6 +133,15 @@ def classify(response: httpx.Response) -> ProviderError:
         retry = parse_retry_after(response.headers.get("retry-after"))
         return TransientError(described, retry_after=retry)
     return PermanentError(described, reason=f"twilio_{code}" if code else None)
+
+
+def _sid(response: httpx.Response) -> str | None:
+    """The message SID; None if the body is unreadable (the message was accepted anyway)."""
+    try:
+        sid = response.json().get("sid")
+    except (ValueError, AttributeError):
+        return None
+    return str(sid) if sid else None
 
 
 def _error_body(response: httpx.Response) -> tuple[int | None, str]:

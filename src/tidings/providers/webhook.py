@@ -72,7 +72,7 @@ class WebhookProvider:
     async def _addresses(self, url: httpx.URL) -> list[IPAddress]:
         port = url.port or (443 if url.scheme == "https" else 80)
         try:
-            return await safe_addresses(url.host, port, self.account.allow_private)
+            return await safe_addresses(_ascii_host(url), port, self.account.allow_private)
         except UnsafeTarget as error:
             raise PermanentError(str(error), reason="private_target") from error
         except (OSError, UnicodeError) as error:  # socket.gaierror: DNS may recover
@@ -101,7 +101,7 @@ class WebhookProvider:
         pinned = url.copy_with(host=str(address))
         extensions: dict[str, Any] = {}
         if url.scheme == "https":
-            extensions["sni_hostname"] = url.host
+            extensions["sni_hostname"] = _ascii_host(url)
         request_headers = {**headers, "host": url.netloc.decode("ascii")}
         async with self._client.stream(
             "POST", pinned, content=body, headers=request_headers, extensions=extensions
@@ -133,6 +133,11 @@ def classify(status: int, headers: httpx.Headers) -> ProviderError:
     if 300 <= status < 400:
         return PermanentError(f"{described} (redirects are not followed)", reason="redirect")
     return PermanentError(described, reason=f"http_{status}")
+
+
+def _ascii_host(url: httpx.URL) -> str:
+    """The host as resolved and sent in SNI: IDNA-encoded, IPv6 without brackets."""
+    return url.raw_host.decode("ascii")
 
 
 def _target(address: str) -> httpx.URL:
