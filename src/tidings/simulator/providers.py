@@ -8,4 +8,6 @@ from tidings.simulator import (  # noqa: F401
     fcm,
     sendgrid,
     smtp,
+    twilio,
+    webhook,
 )

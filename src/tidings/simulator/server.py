@@ -47,6 +47,10 @@ class SimulatorConfig(BaseModel):
     smtp_tls: Literal["starttls", "implicit", "none"] = "starttls"
     # FCM project, APNs team/key/topic and token lifetime of the simulated push providers.
     push: PushConfig = Field(default_factory=PushConfig)
+    # Credentials the simulated SMS and webhook providers check (and tidings is given).
+    twilio_account_sid: str = "AC0123456789abcdef0123456789abcdef"
+    twilio_auth_token: str = "simulator-twilio-auth-token"
+    webhook_secret: str = "whsec_dGlkaW5ncy1zaW11bGF0b3Itd2ViaG9vay1zZWNyZXQ="
 
 
 class SimulatedProvider(Protocol):

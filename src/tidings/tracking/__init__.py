@@ -1,1 +1,1 @@
-"""Delivery tracking: verifying and reading provider event webhooks."""
+"""Tracking: what providers report after a send (webhooks, signatures), mapped to deliveries."""

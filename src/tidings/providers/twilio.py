@@ -1,0 +1,155 @@
+"""Twilio Programmable Messaging: ``POST /2010-04-01/Accounts/{sid}/Messages.json``.
+
+Form-encoded, HTTP Basic auth with the account SID and auth token. Success is 201 with the
+message JSON (its ``sid`` is our provider message id); errors are JSON
+``{"code", "message", "more_info", "status"}`` and are classified by ``code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field, SecretStr, model_validator
+
+from tidings.providers.accounts import AccountSettings
+from tidings.providers.base import (
+    Effect,
+    Message,
+    PermanentError,
+    PoisonError,
+    ProviderError,
+    SendResult,
+    TransientError,
+)
+from tidings.providers.retry_after import parse_retry_after
+
+MAX_BODY_CHARS = 1600
+MAX_VALIDITY_SECONDS = 36_000
+# A bad account SID or token is our configuration, not the message: retry late (an operator
+# rotating the token should not dead-letter the whole queue), bounded by the retry policy.
+AUTH_RETRY_SECONDS = 300.0
+# Twilio's 429 carries no Retry-After; its guidance is to back off, so we suggest a second.
+DEFAULT_THROTTLE_SECONDS = 1.0
+
+# Documented request-time error codes with a side effect on the address.
+SUPPRESS_CODES = {
+    21211: "invalid_number",
+    21610: "unsubscribed_stop",
+    21614: "not_mobile",  # a landline: no SMS will ever reach it
+}
+# Request errors that are about our account/configuration, never about the recipient.
+CONFIG_CODES = {21408: "region_not_enabled", 21606: "from_not_capable", 21659: "from_invalid"}
+
+
+class TwilioAccount(AccountSettings):
+    kind: Literal["twilio"] = "twilio"
+    account_sid: str = Field(pattern=r"^AC[0-9a-fA-F]{32}$")
+    auth_token: SecretStr
+    from_number: str | None = None
+    messaging_service_sid: str | None = Field(default=None, pattern=r"^MG[0-9a-fA-F]{32}$")
+    base_url: str = "https://api.twilio.com"
+    # Where Twilio posts status changes: tidings' public URL + /v1/webhooks/twilio.
+    status_callback_url: str | None = None
+
+    @model_validator(mode="after")
+    def _one_sender(self) -> TwilioAccount:
+        if (self.from_number is None) == (self.messaging_service_sid is None):
+            raise ValueError("set exactly one of from_number and messaging_service_sid")
+        return self
+
+
+class TwilioProvider:
+    def __init__(self, name: str, account: TwilioAccount) -> None:
+        self.name = name
+        self.account = account
+        self._url = (
+            f"{account.base_url.rstrip('/')}/2010-04-01/Accounts/{account.account_sid}"
+            "/Messages.json"
+        )
+        self._client = httpx.AsyncClient(
+            auth=httpx.BasicAuth(account.account_sid, account.auth_token.get_secret_value()),
+            timeout=account.timeout,
+            limits=httpx.Limits(max_connections=account.max_in_flight),
+        )
+
+    async def send(self, message: Message) -> SendResult:
+        form = self.form(message)
+        # The Messages API has no idempotency key. Twilio documents this header only on the
+        # webhooks it sends; on a request it is ignored, so sending it is harmless and lets a
+        # proxy or the simulator dedupe retries of one delivery.
+        headers = {"I-Twilio-Idempotency-Token": message.idempotency_key}
+        try:
+            response = await self._client.post(self._url, data=form, headers=headers)
+        except httpx.TimeoutException as error:
+            raise TransientError(f"twilio timeout: {type(error).__name__}") from error
+        except httpx.TransportError as error:
+            raise TransientError(f"twilio connection failed: {type(error).__name__}") from error
+        if response.status_code in (200, 201):
+            return SendResult(provider=self.name, provider_msg_id=_sid(response))
+        raise classify(response)
+
+    def form(self, message: Message) -> dict[str, str]:
+        """The form fields of the request; PoisonError when the body cannot be sent."""
+        body = message.content.text
+        if not body:
+            raise PoisonError("empty SMS body")
+        if len(body) > MAX_BODY_CHARS:
+            raise PoisonError(f"SMS body of {len(body)} characters exceeds {MAX_BODY_CHARS}")
+        form = {"To": message.address, "Body": body}
+        if self.account.messaging_service_sid is not None:
+            form["MessagingServiceSid"] = self.account.messaging_service_sid
+        else:
+            assert self.account.from_number is not None
+            form["From"] = self.account.from_number
+        if self.account.status_callback_url:
+            form["StatusCallback"] = self.account.status_callback_url
+        if message.ttl_seconds is not None:
+            validity = min(max(message.ttl_seconds, 1), MAX_VALIDITY_SECONDS)
+            form["ValidityPeriod"] = str(validity)
+        return form
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def classify(response: httpx.Response) -> ProviderError:
+    """The error for a non-2xx answer, by Twilio error code first, then by HTTP status."""
+    status = response.status_code
+    code, text = _error_body(response)
+    described = f"twilio {status} {code}: {text}"
+    if code in SUPPRESS_CODES:
+        return PermanentError(
+            described, effect=Effect.SUPPRESS_ADDRESS, reason=SUPPRESS_CODES[code]
+        )
+    if code in CONFIG_CODES:
+        return PermanentError(described, reason=CONFIG_CODES[code])
+    if status == 429 or code == 20429:
+        retry = parse_retry_after(response.headers.get("retry-after"))
+        return TransientError(described, retry_after=retry or DEFAULT_THROTTLE_SECONDS)
+    if status == 401 or code == 20003:
+        return TransientError(described, retry_after=AUTH_RETRY_SECONDS, reason="auth_failed")
+    if status >= 500:
+        retry = parse_retry_after(response.headers.get("retry-after"))
+        return TransientError(described, retry_after=retry)
+    return PermanentError(described, reason=f"twilio_{code}" if code else None)
+
+
+def _sid(response: httpx.Response) -> str | None:
+    """The message SID; None if the body is unreadable (the message was accepted anyway)."""
+    try:
+        sid = response.json().get("sid")
+    except (ValueError, AttributeError):
+        return None
+    return str(sid) if sid else None
+
+
+def _error_body(response: httpx.Response) -> tuple[int | None, str]:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None, response.text[:200]
+    if not isinstance(body, dict):
+        return None, str(body)[:200]
+    code = body.get("code")
+    return (code if isinstance(code, int) else None), str(body.get("message", ""))[:200]

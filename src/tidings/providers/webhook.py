@@ -1,0 +1,153 @@
+"""Outbound webhooks: POST the delivery's JSON to the address, signed per Standard Webhooks.
+
+The target host is resolved once per send and checked (``ssrf``); the request then goes to
+a checked address (Host header and TLS SNI keep the original name), so a second DNS answer
+cannot point it elsewhere. Redirects are not followed for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field, SecretStr, field_validator
+
+from tidings.providers.accounts import AccountSettings
+from tidings.providers.base import (
+    Effect,
+    Message,
+    PermanentError,
+    ProviderError,
+    SendResult,
+    TransientError,
+)
+from tidings.providers.retry_after import parse_retry_after
+from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses
+from tidings.tracking import standard_webhooks
+
+THROTTLED = {408, 429, 502, 503, 504}  # 408: the receiver timed out reading; try again
+MAX_RESPONSE_BYTES = 64 * 1024  # read at most this much of an answer (we only need the status)
+USER_AGENT = "tidings-webhooks/1"
+
+
+class WebhookAccount(AccountSettings):
+    kind: Literal["webhook"] = "webhook"
+    secret: SecretStr  # whsec_<base64>, shared with the receivers
+    allow_private: bool = False  # reach loopback/private targets (development, tests)
+    timeout: float = Field(default=15.0, gt=0, le=300)
+
+    @field_validator("secret")
+    @classmethod
+    def _decodable(cls, secret: SecretStr) -> SecretStr:
+        standard_webhooks.decode_secret(secret.get_secret_value())
+        return secret
+
+
+class WebhookProvider:
+    def __init__(self, name: str, account: WebhookAccount) -> None:
+        self.name = name
+        self.account = account
+        self._client = httpx.AsyncClient(
+            timeout=account.timeout,
+            follow_redirects=False,
+            trust_env=False,  # a proxy from the environment would bypass the address check
+            limits=httpx.Limits(max_connections=account.max_in_flight),
+            headers={"user-agent": USER_AGENT},
+        )
+
+    async def send(self, message: Message) -> SendResult:
+        url = _target(message.address)
+        addresses = await self._addresses(url)
+        body = encode_body(message)
+        headers = standard_webhooks.headers(
+            self.account.secret.get_secret_value(), message.idempotency_key, body
+        )
+        headers["content-type"] = "application/json"
+        status, response_headers = await self._post(url, addresses, body, headers)
+        if 200 <= status < 300:
+            return SendResult(provider=self.name, provider_msg_id=message.idempotency_key)
+        raise classify(status, response_headers)
+
+    async def _addresses(self, url: httpx.URL) -> list[IPAddress]:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            return await safe_addresses(_ascii_host(url), port, self.account.allow_private)
+        except UnsafeTarget as error:
+            raise PermanentError(str(error), reason="private_target") from error
+        except (OSError, UnicodeError) as error:  # socket.gaierror: DNS may recover
+            raise TransientError(f"cannot resolve {url.host}: {error}") from error
+
+    async def _post(
+        self, url: httpx.URL, addresses: list[IPAddress], body: bytes, headers: dict[str, str]
+    ) -> tuple[int, httpx.Headers]:
+        """POST to the first address that accepts a connection (nothing was sent to the
+        ones that refused, so trying the next cannot deliver twice)."""
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._post_to(url, address, body, headers)
+            except httpx.ConnectError as error:
+                last = error
+            except httpx.TimeoutException as error:
+                raise TransientError(f"webhook timeout: {type(error).__name__}") from error
+            except httpx.TransportError as error:
+                raise TransientError(f"webhook failed: {type(error).__name__}") from error
+        raise TransientError(f"webhook connection failed: {last!r}") from last
+
+    async def _post_to(
+        self, url: httpx.URL, address: IPAddress, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, httpx.Headers]:
+        pinned = url.copy_with(host=str(address))
+        extensions: dict[str, Any] = {}
+        if url.scheme == "https":
+            extensions["sni_hostname"] = _ascii_host(url)
+        request_headers = {**headers, "host": url.netloc.decode("ascii")}
+        async with self._client.stream(
+            "POST", pinned, content=body, headers=request_headers, extensions=extensions
+        ) as response:
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read >= MAX_RESPONSE_BYTES:
+                    break
+            return response.status_code, response.headers
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def encode_body(message: Message) -> bytes:
+    """The JSON body: the rendered ``content.data``, else the notification's own data."""
+    data = message.content.data or message.data
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def classify(status: int, headers: httpx.Headers) -> ProviderError:
+    described = f"webhook answered {status}"
+    if status == 410:
+        # The receiver says the endpoint is gone for good: never use this URL again.
+        return PermanentError(described, effect=Effect.SUPPRESS_ADDRESS, reason="endpoint_gone")
+    if status in THROTTLED or status >= 500:
+        return TransientError(described, retry_after=parse_retry_after(headers.get("retry-after")))
+    if 300 <= status < 400:
+        return PermanentError(f"{described} (redirects are not followed)", reason="redirect")
+    return PermanentError(described, reason=f"http_{status}")
+
+
+def _ascii_host(url: httpx.URL) -> str:
+    """The host as resolved and sent in SNI: IDNA-encoded, IPv6 without brackets."""
+    return url.raw_host.decode("ascii")
+
+
+def _target(address: str) -> httpx.URL:
+    try:
+        url = httpx.URL(address)
+    except httpx.InvalidURL as error:
+        raise PermanentError(f"invalid webhook URL: {error}", reason="invalid_target") from error
+    if url.scheme not in ("http", "https") or not url.host:
+        raise PermanentError("webhook URL must be http(s)://host/...", reason="invalid_target")
+    return url
+
+
+__all__ = ["WebhookAccount", "WebhookProvider", "classify", "encode_body"]

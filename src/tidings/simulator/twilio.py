@@ -1,0 +1,193 @@
+"""Simulated Twilio Messages API: ``POST /2010-04-01/Accounts/{sid}/Messages.json``.
+
+Checks HTTP Basic auth against the configured account, validates the form as Twilio does
+(E.164 ``To``, a sender, a body of at most 1600 characters) and answers with Twilio's
+message JSON (201) or its error JSON. ``I-Twilio-Idempotency-Token`` dedupes: a repeated
+token gets the first answer again and counts as a duplicate.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+import secrets
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+
+NAME = "twilio"
+E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+IDEMPOTENCY_HEADER = "i-twilio-idempotency-token"
+# GSM 03.38 basic set (plus the extension table, which takes two septets).
+GSM7 = set(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
+GSM7_EXTENDED = set("^{}\\[~]|€\f")
+
+# Documented errors: code -> (HTTP status, message). ``{to}`` is filled in.
+ERRORS: dict[int, tuple[int, str]] = {
+    20003: (401, "Authenticate"),
+    20429: (429, "Too Many Requests"),
+    20500: (500, "Internal Server Error"),
+    20503: (503, "Service Unavailable"),
+    21211: (400, "The 'To' number {to} is not a valid phone number."),
+    21408: (
+        400,
+        "Permission to send an SMS has not been enabled for the region indicated by the "
+        "'To' number: {to}.",
+    ),
+    21602: (400, "Message body is required."),
+    21603: (400, "A 'From' phone number is required."),
+    21604: (400, "A 'To' phone number is required."),
+    21610: (400, "Attempt to send to unsubscribed recipient"),
+    21614: (400, "'To' number is not a valid mobile number"),
+    21617: (400, "The concatenated message body exceeds the 1600 character limit."),
+}
+
+
+def error_response(code: int, to: str = "") -> JSONResponse:
+    status, text = ERRORS.get(code, (400, "Error {code}"))
+    return JSONResponse(
+        {
+            "code": code,
+            "message": text.format(to=to, code=code),
+            "more_info": f"https://www.twilio.com/docs/errors/{code}",
+            "status": status,
+        },
+        status_code=status,
+    )
+
+
+def num_segments(body: str) -> int:
+    """SMS segments: GSM-7 160 (153 when concatenated), otherwise UCS-2 70 (67)."""
+    if all(c in GSM7 or c in GSM7_EXTENDED for c in body):
+        length = sum(2 if c in GSM7_EXTENDED else 1 for c in body)
+        single, part = 160, 153
+    else:
+        length = sum(2 if ord(c) > 0xFFFF else 1 for c in body)  # UTF-16 code units
+        single, part = 70, 67
+    return 1 if length <= single else -(-length // part)
+
+
+class SimulatedTwilio:
+    def __init__(self, sim: Simulator) -> None:
+        self.state: ProviderState = sim.new_state(NAME)
+        self.account_sid = sim.config.twilio_account_sid
+        self.auth_token = sim.config.twilio_auth_token
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/2010-04-01/Accounts/{sid}/Messages.json", self.create_message, methods=["POST"])
+        ]
+
+    async def create_message(self, request: Request) -> Response:
+        if not self._authenticated(request):
+            return error_response(20003)
+        form = await _form(request)
+        invalid = _invalid(form)
+        if invalid is not None:
+            return error_response(invalid, form.get("To", ""))
+        to = form["To"]
+        admission = await self.state.admit(to)
+        if admission != OK:
+            return _refusal(admission, to)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if key is not None and self.state.behaviour.dedup and key in self.state.answers:
+            self.state.record(to, key, form)
+            return JSONResponse(self.state.answers[key], status_code=201)
+        answer = self._message(form)
+        self.state.record(to, key, form)
+        if key is not None:
+            self.state.answers[key] = answer
+        return JSONResponse(answer, status_code=201)
+
+    def _authenticated(self, request: Request) -> bool:
+        """Basic auth with the configured SID and token, for the SID in the path."""
+        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return (
+            user == self.account_sid
+            and request.path_params["sid"] == self.account_sid
+            and hmac.compare_digest(password.encode(), self.auth_token.encode())
+        )
+
+    def _message(self, form: dict[str, str]) -> dict[str, Any]:
+        sid = "SM" + secrets.token_hex(16)
+        service = form.get("MessagingServiceSid")
+        now = formatdate(usegmt=True)
+        return {
+            "account_sid": self.account_sid,
+            "api_version": "2010-04-01",
+            "body": form["Body"],
+            "date_created": now,
+            "date_sent": None,
+            "date_updated": now,
+            "direction": "outbound-api",
+            "error_code": None,
+            "error_message": None,
+            "from": form.get("From"),
+            "messaging_service_sid": service,
+            "num_media": "0",
+            "num_segments": str(num_segments(form["Body"])),
+            "price": None,
+            "price_unit": "USD",
+            "sid": sid,
+            "status": "accepted" if service and "From" not in form else "queued",
+            "subresource_uris": {
+                "media": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}/Media.json"
+            },
+            "to": form["To"],
+            "uri": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}.json",
+        }
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The urlencoded body (the only encoding Twilio's API takes); the last value wins."""
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return dict(parse_qsl(body, keep_blank_values=True))
+
+
+def _invalid(form: dict[str, str]) -> int | None:
+    """The Twilio error code for a malformed request, or None."""
+    to = form.get("To")
+    if not to:
+        return 21604
+    if not E164.match(to):
+        return 21211
+    if not form.get("From") and not form.get("MessagingServiceSid"):
+        return 21603
+    if not form.get("Body"):
+        return 21602
+    if len(form["Body"]) > 1600:
+        return 21617
+    return None
+
+
+def _refusal(admission: str, to: str) -> Response:
+    if admission == OUTAGE:
+        return error_response(20503)
+    if admission == RATE_LIMITED:
+        return error_response(20429)
+    try:
+        code = int(admission)
+    except ValueError:
+        code = 20500
+    return error_response(code, to)
+
+
+HTTP_PROVIDERS[NAME] = SimulatedTwilio

@@ -1,0 +1,363 @@
+"""Outbound webhooks: Standard Webhooks signatures, the SSRF guard, and the adapter against
+the simulated receiver over loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tidings.priorities import Channel, Priority
+from tidings.providers.base import Content, Effect, Message, PermanentError, TransientError
+from tidings.providers.ssrf import is_public
+from tidings.providers.webhook import WebhookAccount, WebhookProvider, classify
+from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.tracking import standard_webhooks
+from tidings.tracking.standard_webhooks import WebhookVerificationError, sign, verify
+
+# Until the lead adds a webhook channel, any channel does: the adapter ignores it.
+WEBHOOK_CHANNEL = next((c for c in Channel if c.value == "webhook"), Channel.PUSH)
+
+# The example of the Standard Webhooks reference libraries (libraries/python/tests).
+SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SPEC_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+SPEC_TS = 1614265330
+SPEC_BODY = b'{"test": 2432232314}'
+SPEC_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def spec_headers(signature: str = SPEC_SIGNATURE) -> dict[str, str]:
+    return {
+        "webhook-id": SPEC_ID,
+        "webhook-timestamp": str(SPEC_TS),
+        "webhook-signature": signature,
+    }
+
+
+# Signatures.
+
+
+def test_spec_example_signature() -> None:
+    assert sign(SPEC_SECRET, SPEC_ID, SPEC_TS, SPEC_BODY) == SPEC_SIGNATURE
+    verify(SPEC_SECRET, SPEC_BODY, spec_headers(), now=SPEC_TS)
+    verify(SPEC_SECRET.removeprefix("whsec_"), SPEC_BODY, spec_headers(), now=SPEC_TS)
+
+
+def test_spec_example_tampered_signature_fails() -> None:
+    bad = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OA="
+    with pytest.raises(WebhookVerificationError):
+        verify(SPEC_SECRET, SPEC_BODY, spec_headers(bad), now=SPEC_TS)
+    with pytest.raises(WebhookVerificationError):
+        verify(SPEC_SECRET, SPEC_BODY + b" ", spec_headers(), now=SPEC_TS)
+    with pytest.raises(WebhookVerificationError):
+        verify(SPEC_SECRET, SPEC_BODY, spec_headers() | {"webhook-id": "msg_2"}, now=SPEC_TS)
+
+
+def test_one_matching_entry_among_several_is_enough() -> None:
+    header = " ".join(
+        [
+            "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=",
+            "v2,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=",
+            SPEC_SIGNATURE,
+            "garbage",
+        ]
+    )
+    verify(SPEC_SECRET, SPEC_BODY, spec_headers(header), now=SPEC_TS)
+    with pytest.raises(WebhookVerificationError):
+        verify(
+            SPEC_SECRET, SPEC_BODY, spec_headers(SPEC_SIGNATURE.replace("v1", "v2")), now=SPEC_TS
+        )
+
+
+@pytest.mark.parametrize(
+    ("offset", "valid"), [(-299, True), (299, True), (-301, False), (301, False)]
+)
+def test_timestamp_window_is_five_minutes(offset: int, valid: bool) -> None:
+    now = SPEC_TS + offset
+    if valid:
+        verify(SPEC_SECRET, SPEC_BODY, spec_headers(), now=now)
+    else:
+        with pytest.raises(WebhookVerificationError, match="tolerance"):
+            verify(SPEC_SECRET, SPEC_BODY, spec_headers(), now=now)
+
+
+def test_rotation_a_receiver_with_old_and_new_secret_accepts_either() -> None:
+    old, new = "whsec_b2xkLXNlY3JldC1vbGQ=", "whsec_bmV3LXNlY3JldC1uZXc="
+    body = b'{"order": 7}'
+    signed_new = standard_webhooks.headers(new, "msg_1", body)
+    verify([old, new], body, signed_new)
+    with pytest.raises(WebhookVerificationError):
+        verify(old, body, signed_new)
+
+
+@pytest.mark.parametrize("missing", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+def test_missing_headers_fail(missing: str) -> None:
+    headers = spec_headers()
+    del headers[missing]
+    with pytest.raises(WebhookVerificationError):
+        verify(SPEC_SECRET, SPEC_BODY, headers, now=SPEC_TS)
+
+
+def test_round_trip_with_current_time_and_header_case() -> None:
+    headers = standard_webhooks.headers(SPEC_SECRET, "msg_x", b"{}")
+    assert abs(int(headers["webhook-timestamp"]) - time.time()) < 5
+    verify(SPEC_SECRET, b"{}", {k.upper(): v for k, v in headers.items()})
+
+
+def test_secret_must_be_base64() -> None:
+    with pytest.raises(ValueError):
+        WebhookAccount(secret="whsec_not base64!")  # type: ignore[arg-type]
+
+
+# The SSRF guard.
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "240.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "ff02::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "2002:7f00:1::",
+        "64:ff9b::a9fe:a9fe",
+    ],
+)
+def test_non_public_addresses(address: str) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"])
+def test_public_addresses(address: str) -> None:
+    assert is_public(ipaddress.ip_address(address))
+
+
+# The adapter against the simulated receiver.
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
+    async with Simulator(SimulatorConfig(credentials_dir=tmp_path)) as simulator:
+        yield simulator
+
+
+def account(sim: Simulator, **overrides: Any) -> WebhookAccount:
+    fields: dict[str, Any] = {"secret": sim.config.webhook_secret, "allow_private": True}
+    return WebhookAccount.model_validate(fields | overrides)
+
+
+@pytest.fixture
+async def provider(sim: Simulator) -> AsyncIterator[WebhookProvider]:
+    webhooks = WebhookProvider("hooks", account(sim))
+    yield webhooks
+    await webhooks.close()
+
+
+def hook(address: str, data: dict[str, Any] | None = None, **fields: Any) -> Message:
+    return Message(
+        delivery_id=uuid.uuid4(),
+        notification_id=uuid.uuid4(),
+        channel=WEBHOOK_CHANNEL,
+        address=address,
+        type="order.shipped",
+        priority=Priority.NORMAL,
+        content=Content(data=data if data is not None else {"order": 42, "state": "shipped"}),
+        **fields,
+    )
+
+
+def receiver(sim: Simulator, name: str = "orders") -> str:
+    return f"{sim.url}/webhook-receiver/{name}"
+
+
+async def test_delivers_a_signed_body_the_receiver_verifies(
+    sim: Simulator, provider: WebhookProvider
+) -> None:
+    message = hook(receiver(sim))
+    result = await provider.send(message)
+    assert result.provider == "hooks"
+    assert result.provider_msg_id == str(message.delivery_id)
+    [received] = sim.state("webhook").received
+    assert received.address == "orders"
+    assert received.idempotency_key == str(message.delivery_id)
+    assert received.payload["body"] == {"order": 42, "state": "shipped"}
+
+
+async def test_notification_data_is_the_body_when_content_has_none(
+    sim: Simulator, provider: WebhookProvider
+) -> None:
+    message = Message(
+        delivery_id=uuid.uuid4(),
+        notification_id=uuid.uuid4(),
+        channel=WEBHOOK_CHANNEL,
+        address=receiver(sim),
+        type="user.created",
+        priority=Priority.NORMAL,
+        data={"user": "u1"},
+    )
+    await provider.send(message)
+    assert sim.state("webhook").received[0].payload["body"] == {"user": "u1"}
+
+
+async def test_a_wrong_secret_is_refused_by_the_receiver(sim: Simulator) -> None:
+    other = WebhookProvider("other", account(sim, secret="whsec_d3Jvbmctc2VjcmV0"))
+    try:
+        with pytest.raises(PermanentError) as caught:
+            await other.send(hook(receiver(sim)))
+    finally:
+        await other.close()
+    assert caught.value.reason == "http_401"
+    assert sim.state("webhook").received == []
+
+
+async def test_the_webhook_id_is_stable_across_retries_and_dedupes(
+    sim: Simulator, provider: WebhookProvider
+) -> None:
+    message = hook(receiver(sim))
+    sim.state("webhook").script("orders", "500")
+    with pytest.raises(TransientError):
+        await provider.send(message)
+    await provider.send(message)
+    await provider.send(message)  # a retry after a lost answer
+    keys = [r.idempotency_key for r in sim.state("webhook").received]
+    assert keys == [str(message.delivery_id)] * 2
+    assert sim.state("webhook").summary()["duplicates"] == 1
+
+
+async def test_gone_endpoint_is_permanent_and_suppressed(
+    sim: Simulator, provider: WebhookProvider
+) -> None:
+    sim.state("webhook").script("orders", "410")
+    with pytest.raises(PermanentError) as caught:
+        await provider.send(hook(receiver(sim)))
+    assert caught.value.effect is Effect.SUPPRESS_ADDRESS
+    assert caught.value.reason == "endpoint_gone"
+
+
+@pytest.mark.parametrize("status", ["429", "503"])
+async def test_throttling_is_transient_and_honours_retry_after(
+    sim: Simulator, provider: WebhookProvider, status: str
+) -> None:
+    sim.state("webhook").script("orders", status)
+    with pytest.raises(TransientError) as caught:
+        await provider.send(hook(receiver(sim)))
+    assert caught.value.retry_after == 1.0
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        ("500", TransientError),
+        ("502", TransientError),
+        ("400", PermanentError),
+        ("404", PermanentError),
+    ],
+)
+async def test_status_classes(
+    sim: Simulator, provider: WebhookProvider, status: str, error: type[Exception]
+) -> None:
+    sim.state("webhook").script("orders", status)
+    with pytest.raises(error):
+        await provider.send(hook(receiver(sim)))
+
+
+async def test_outage_is_transient(sim: Simulator, provider: WebhookProvider) -> None:
+    sim.state("webhook").behaviour.down = True
+    with pytest.raises(TransientError, match="503"):
+        await provider.send(hook(receiver(sim)))
+
+
+async def test_a_slow_receiver_times_out_transiently(sim: Simulator) -> None:
+    sim.state("webhook").behaviour.latency_ms = 2000
+    slow = WebhookProvider("slow", account(sim, timeout=0.3))
+    try:
+        with pytest.raises(TransientError, match="timeout"):
+            await slow.send(hook(receiver(sim)))
+    finally:
+        await slow.close()
+
+
+async def test_connection_refused_is_transient(provider: WebhookProvider) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(TransientError):
+        await provider.send(hook(f"http://127.0.0.1:{port}/hook"))
+
+
+async def test_a_hostname_reaches_the_receiver_when_private_targets_are_allowed(
+    sim: Simulator, provider: WebhookProvider
+) -> None:
+    # localhost may resolve to ::1 first, where nothing listens: the next address is tried.
+    await provider.send(hook(f"http://localhost:{sim.http_port}/webhook-receiver/byname"))
+    [received] = sim.state("webhook").received
+    assert received.address == "byname"
+    # The request went to a checked address but still names the host it was meant for.
+    assert received.payload["host"] == f"localhost:{sim.http_port}"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://127.0.0.1:{port}/webhook-receiver/orders",
+        "http://localhost:{port}/webhook-receiver/orders",
+        "http://[::1]:{port}/webhook-receiver/orders",
+        "http://[::ffff:127.0.0.1]:{port}/webhook-receiver/orders",
+        "http://10.0.0.7/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://192.168.0.10/hook",
+        "http://0.0.0.0:{port}/webhook-receiver/orders",
+    ],
+)
+async def test_private_targets_are_refused_before_any_request(sim: Simulator, target: str) -> None:
+    guarded = WebhookProvider("guarded", account(sim, allow_private=False))
+    try:
+        with pytest.raises(PermanentError) as caught:
+            await guarded.send(hook(target.format(port=sim.http_port)))
+    finally:
+        await guarded.close()
+    assert caught.value.reason == "private_target"
+    assert caught.value.effect is None
+    assert sim.state("webhook").counts["requests"] == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"), [(301, "redirect"), (307, "redirect"), (401, "http_401")]
+)
+def test_redirects_are_not_followed_and_other_4xx_are_permanent(status: int, reason: str) -> None:
+    error = classify(status, httpx.Headers())
+    assert isinstance(error, PermanentError)
+    assert error.reason == reason
+
+
+def test_request_timeout_is_transient() -> None:
+    assert isinstance(classify(408, httpx.Headers({"retry-after": "3"})), TransientError)
+
+
+@pytest.mark.parametrize(
+    "target", ["ftp://example.com/hook", "file:///etc/passwd", "example.com/hook", "http:///x"]
+)
+async def test_only_http_and_https_urls(provider: WebhookProvider, target: str) -> None:
+    with pytest.raises(PermanentError) as caught:
+        await provider.send(hook(target))
+    assert caught.value.reason == "invalid_target"
