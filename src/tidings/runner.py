@@ -13,7 +13,7 @@ import uvicorn
 
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.intake.app import create_app
-from tidings.providers.registry import providers_from_settings
+from tidings.providers.registry import ProviderSet, providers_from_settings
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.store.migrate import upgrade
@@ -32,7 +32,7 @@ class _Server(uvicorn.Server):
 async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -> None:
     """Run until SIGTERM or SIGINT, then stop taking work and finish what is in flight."""
     service = Service.from_settings(settings)
-    providers = providers_from_settings(settings.providers, settings.outbox_dir) if dispatch else {}
+    providers = providers_from_settings(settings) if dispatch else ProviderSet({}, {})
     stop = asyncio.Event()
     jobs: list[Coroutine[Any, Any, None]] = []
     server: _Server | None = None
@@ -55,8 +55,7 @@ async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -
         await asyncio.gather(*jobs)
     finally:
         try:
-            for provider in {id(p): p for p in providers.values()}.values():
-                await provider.close()
+            await providers.close()
         finally:
             await service.close()
 

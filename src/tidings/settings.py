@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,7 +19,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from tidings.priorities import Priority
+from tidings.dispatch.breaker import BreakerSettings
+from tidings.dispatch.ratelimit import RateLimitSettings
+from tidings.priorities import Channel, Priority
+from tidings.providers.kinds import Account
 
 
 class LaneSettings(BaseModel):
@@ -50,6 +53,9 @@ class RetrySettings(BaseModel):
     max_attempts: int = Field(default=6, ge=1, le=100)
 
 
+DEFAULT_CHAINS: dict[str, str | list[str]] = {"email": "sink", "sms": "sink", "push": "sink"}
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TIDINGS_", env_nested_delimiter="__", extra="ignore"
@@ -70,12 +76,16 @@ class Settings(BaseSettings):
     # One log line per HTTP request; off by default (paths can carry user ids and tokens).
     access_log: bool = False
 
-    # Which provider sends each channel: "sink" (files under outbox_dir), "noop",
-    # or "record:<path>[?delay_ms=N]" (appends each call to a file; for tests and demos).
-    providers: dict[str, str] = Field(
-        default_factory=lambda: {"email": "sink", "sms": "sink", "push": "sink"}
-    )
+    # Provider accounts by name: kind (smtp, sendgrid, twilio, fcm, apns, webhook, sink,
+    # noop, record), credentials, rate_per_second, max_in_flight, timeout.
+    accounts: dict[str, Account] = Field(default_factory=dict)
+    # The failover chain of each channel: account names, or the built-in "sink", "noop" and
+    # "record:<path>[?delay_ms=N]". One name alone is a chain of one.
+    providers: dict[str, str | list[str]] = Field(default_factory=lambda: dict(DEFAULT_CHAINS))
     provider_timeout: float = Field(default=30.0, gt=0)
+    # Per account: a circuit breaker, and the shares of its rate each priority may use.
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
 
     lanes: Lanes = Field(default_factory=Lanes)
     retry: RetrySettings = Field(default_factory=RetrySettings)
@@ -97,6 +107,28 @@ class Settings(BaseSettings):
     max_batch_body_bytes: int = 16 * 1024 * 1024
     max_data_bytes: int = 32 * 1024
     send_at_tolerance: float = 60.0
+
+    @model_validator(mode="after")
+    def _chains_name_known_accounts(self) -> Settings:
+        channels = {c.value for c in Channel}
+        for channel, chain in self.providers.items():
+            if channel not in channels:
+                raise ValueError(f"providers: unknown channel {channel!r}")
+            for name in [chain] if isinstance(chain, str) else chain:
+                builtin = name in ("sink", "noop") or name.startswith("record:")
+                if name not in self.accounts and not builtin:
+                    raise ValueError(
+                        f"providers.{channel}: no account named {name!r} (define it under "
+                        "accounts, or use sink, noop or record:<path>)"
+                    )
+            if not chain:
+                raise ValueError(f"providers.{channel}: the chain is empty")
+        return self
+
+    def chain(self, channel: str) -> list[str]:
+        """The failover chain of ``channel``: account names, the first tried first."""
+        chain = self.providers.get(channel, "sink")
+        return [chain] if isinstance(chain, str) else list(chain)
 
     @classmethod
     def settings_customise_sources(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,6 +120,10 @@ def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outco
     return None
 
 
+# Told what the provider call did (None: it succeeded): the circuit breaker listens.
+Report = Callable[[BaseException | None], None]
+
+
 async def attempt(
     claimed: ClaimedDelivery,
     provider: Provider,
@@ -128,12 +133,17 @@ async def attempt(
     now: datetime,
     composer: Composer,
     profile: dict[str, Any] | None = None,
+    report: Report | None = None,
+    account: str | None = None,
 ) -> Outcome:
+    """Render, then call ``provider`` (recorded as ``account``, else as the provider says)."""
     try:
         message, version = await composer.message(claimed, rules, profile)
     except RenderError as error:
         return failed(claimed, FailureKind.POISON, f"template: {error}")
-    outcome = await _send(claimed, message, provider, rules, send_timeout, rng, now)
+    outcome = await _send(
+        claimed, message, provider, account, rules, send_timeout, rng, now, report
+    )
     return replace(outcome, template_version=version)
 
 
@@ -141,19 +151,28 @@ async def _send(
     claimed: ClaimedDelivery,
     message: Message,
     provider: Provider,
+    account: str | None,
     rules: TypeRules,
     send_timeout: float,
     rng: random.Random,
     now: datetime,
+    report: Report | None,
 ) -> Outcome:
+    report = report or _ignore
+    name = account or provider.name
     try:
         async with asyncio.timeout(send_timeout):
             result = await provider.send(message)
     except ProviderError as error:
-        return after_failure(
-            claimed, rules, error.kind, str(error), rng, now, error.retry_after, provider.name
+        report(error)
+        outcome = after_failure(
+            claimed, rules, error.kind, str(error), rng, now, error.retry_after, name
         )
-    except TimeoutError:
+        if error.effect is not None and outcome.status is Status.FAILED:
+            return replace(outcome, effect=error.effect.value, effect_reason=error.reason)
+        return outcome
+    except TimeoutError as error:
+        report(error)
         return after_failure(
             claimed,
             rules,
@@ -162,9 +181,10 @@ async def _send(
             rng,
             now,
             None,
-            provider.name,
+            name,
         )
     except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
+        report(error)
         return after_failure(
             claimed,
             rules,
@@ -173,17 +193,22 @@ async def _send(
             rng,
             now,
             None,
-            provider.name,
+            name,
         )
+    report(None)
     return Outcome(
         claimed.id,
         claimed.attempts,
         Status.SENT,
         claimed.attempts,
-        provider=result.provider,
+        provider=account or result.provider,
         provider_msg_id=result.provider_msg_id,
         sent_at=now,
     )
+
+
+def _ignore(error: BaseException | None) -> None:
+    return None
 
 
 def after_failure(

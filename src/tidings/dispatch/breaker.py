@@ -39,7 +39,14 @@ from tidings.states import FailureKind
 # ProviderError.reason values that mean "too many requests" (documented 429s, see
 # reference/providers.md); adapters should say reason="rate_limited" for any other 429.
 THROTTLE_REASONS = frozenset(
-    {"rate_limited", "TooManyRequests", "TooManyProviderTokenUpdates", "QUOTA_EXCEEDED", "20429"}
+    {
+        "rate_limited",
+        "http_429",
+        "TooManyRequests",
+        "TooManyProviderTokenUpdates",
+        "QUOTA_EXCEEDED",
+        "20429",
+    }
 )
 
 

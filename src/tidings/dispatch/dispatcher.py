@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Mapping
 
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer
 from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.protection import Protection
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import sleep_unless
 from tidings.dispatch.wakeup import listen_postgres
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
+from tidings.providers.registry import ProviderSet
 from tidings.service import Service
 from tidings.store.claims import reap_expired_leases
 
@@ -27,10 +30,14 @@ class Dispatcher:
     def __init__(
         self,
         service: Service,
-        providers: dict[Channel, Provider],
+        providers: ProviderSet | Mapping[Channel, Provider],
         rng: random.Random | None = None,
     ) -> None:
         settings = service.settings
+        if not isinstance(providers, ProviderSet):
+            providers = ProviderSet.per_channel(providers)
+        self.protection = Protection.from_settings(providers, settings)
+        service.protection = self.protection  # the API shows breaker states from here
         self.service = service
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
@@ -45,6 +52,7 @@ class Dispatcher:
             lease_seconds=settings.lease_seconds,
             provider_timeout=settings.provider_timeout,
             rng=rng,
+            protection=self.protection,
             composer=Composer(service.templates, service.unsubscriber, settings.sms_max_segments),
             checks=SendTimeChecks(
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps

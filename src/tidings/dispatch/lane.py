@@ -10,14 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import Composer, attempt, precheck, released
+from tidings.dispatch.attempt import Composer, attempt, deferred, precheck, released
 from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.protection import Protection
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.dispatch.wakeup import Wakeup
-from tidings.priorities import Channel, Priority
-from tidings.providers.base import Provider
+from tidings.priorities import Priority
+from tidings.providers.registry import ProviderSet
 from tidings.settings import LaneSettings
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
@@ -33,7 +34,7 @@ class LaneContext:
     """What every lane of one dispatcher shares."""
 
     db: Database
-    providers: dict[Channel, Provider]
+    providers: ProviderSet
     writer: OutcomeWriter
     types: TypeCache
     wakeup: Wakeup
@@ -42,6 +43,7 @@ class LaneContext:
     rng: random.Random
     checks: SendTimeChecks
     composer: Composer
+    protection: Protection
 
 
 class Lane:
@@ -69,11 +71,19 @@ class Lane:
                 # Busy: let a few more slots free up so that one claim fills several.
                 await sleep_unless(stop, GATHER_SECONDS)
                 free = self.settings.concurrency - self.in_flight
-            claimed = await self._claim(min(free, self.settings.claim_batch))
+            wanted = min(free, self.settings.claim_batch)
+            tokens = self.context.protection.claimable(self.priority, wanted)
+            if tokens == 0:
+                # Every account is out of tokens for this priority: claim nothing now, so
+                # that nothing is claimed only to be put back.
+                pause = self.context.protection.claim_pause(self.priority)
+                await sleep_unless(stop, min(max(pause, 0.005), self.settings.poll_interval))
+                continue
+            claimed = await self._claim(tokens)
             send, profiles = await self._still_wanted(claimed)
-            for delivery in send:
-                self._start(delivery, profiles.get(delivery.user_id or ""))
-            if len(claimed) < min(free, self.settings.claim_batch):
+            for delivery, account in await self._admit(send):
+                self._start(delivery, profiles.get(delivery.user_id or ""), account)
+            if len(claimed) < tokens:
                 # Nothing more is due: sleep until woken, or until the next poll.
                 await first_of(
                     self.context.wakeup.wait(self.priority, self.settings.poll_interval),
@@ -120,8 +130,23 @@ class Lane:
             self.context.writer.put(outcome)
         return checked.send, checked.profiles
 
-    def _start(self, delivery: ClaimedDelivery, profile: dict[str, Any] | None) -> None:
-        task = asyncio.create_task(self._send(delivery, profile))
+    async def _admit(self, send: list[ClaimedDelivery]) -> list[tuple[ClaimedDelivery, str]]:
+        """Choose each delivery's account (breakers, failover) and take its rate token;
+        those that must wait go back to PENDING without using an attempt."""
+        if not send:
+            return []
+        admission = await self.context.protection.admit(send, self.priority)
+        now = utcnow()
+        for delivery, wait in admission.defer:
+            # A little jitter, so deferred rows do not all come back in the same instant.
+            until = now + timedelta(seconds=wait.until_seconds * self.context.rng.uniform(1, 1.2))
+            self.context.writer.put(deferred(delivery, until, wait.reason))
+        return admission.send
+
+    def _start(
+        self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str
+    ) -> None:
+        task = asyncio.create_task(self._send(delivery, profile, account))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -129,23 +154,29 @@ class Lane:
         self._tasks.discard(task)
         self._slot_freed.set()
 
-    async def _send(self, delivery: ClaimedDelivery, profile: dict[str, Any] | None) -> None:
+    async def _send(
+        self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str
+    ) -> None:
         context = self.context
+        protection = context.protection
         rules = context.types.rules(delivery.type)
         try:
-            provider = context.providers[Channel(delivery.channel)]
-            outcome = await attempt(
-                delivery,
-                provider,
-                rules,
-                context.provider_timeout,
-                context.rng,
-                utcnow(),
-                context.composer,
-                profile,
-            )
+            async with protection.bulkhead(account):
+                outcome = await attempt(
+                    delivery,
+                    context.providers.providers[account],
+                    rules,
+                    context.provider_timeout,
+                    context.rng,
+                    utcnow(),
+                    context.composer,
+                    profile,
+                    report=protection.reporter(account),
+                    account=context.providers.recorded_name(account),
+                )
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
+            protection.breaker.cancel(account)
             context.writer.put(released(delivery, utcnow(), "shutdown"))
             raise
         context.writer.put(outcome)

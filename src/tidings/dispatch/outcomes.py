@@ -8,6 +8,7 @@ import logging
 from tidings.clock import utcnow
 from tidings.dispatch.waiting import first_of
 from tidings.store.claims import Outcome, write_outcomes
+from tidings.store.effects import apply_effects
 from tidings.store.engine import Database
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,9 @@ class OutcomeWriter:
         while self._buffer:
             batch = self._buffer[: self.max_batch]
             try:
-                await write_outcomes(self.db, batch, utcnow())
+                now = utcnow()
+                await write_outcomes(self.db, batch, now)
+                await apply_effects(self.db, batch, now)
             except Exception:
                 log.exception("writing %d outcomes failed; retrying", len(batch))
                 await asyncio.sleep(0.5)

@@ -86,6 +86,10 @@ class RateLimiter(Protocol):
         """Take up to ``wanted`` tokens now, without waiting; returns how many were taken."""
         ...
 
+    def available(self, account: str, priority: Priority) -> int | None:
+        """Tokens ``acquire`` would grant now (None: unlimited), taking none."""
+        ...
+
     def next_token_in(self, account: str, priority: Priority) -> float:
         """Seconds until one more token could be granted at ``priority`` (0: now).
 
@@ -199,6 +203,16 @@ class LocalRateLimiter:
             for bucket in buckets:
                 bucket.level -= granted
         return granted
+
+    def available(self, account: str, priority: Priority) -> int | None:
+        """Tokens a grant at ``priority`` could take now, without taking them (None:
+        unlimited)."""
+        state = self._accounts.get(account)
+        if state is None:
+            return None
+        buckets = self._refilled(state, priority)
+        granted = state.shared.whole(self.reserve(account, priority))
+        return min([granted, *(bucket.whole() for bucket in buckets)])
 
     def next_token_in(self, account: str, priority: Priority) -> float:
         state = self._accounts.get(account)

@@ -1,36 +1,84 @@
-"""Which provider sends each channel, built from settings."""
+"""The provider accounts a dispatcher sends through, and each channel's failover chain."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from tidings.priorities import Channel
+from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import Provider
-from tidings.providers.sink import NoopProvider, SinkProvider
-from tidings.providers.testing import RecordingProvider
+from tidings.providers.kinds import (
+    NoopAccount,
+    RecordAccount,
+    SinkAccount,
+    build_provider,
+)
+from tidings.settings import Settings
 
 
-def provider_from_spec(spec: str, outbox_dir: Path) -> Provider:
+@dataclass
+class ProviderSet:
+    """Providers by account name, and per channel the names to try, in order."""
+
+    providers: dict[str, Provider]
+    chains: dict[str, list[str]]
+    accounts: dict[str, AccountSettings] = field(default_factory=dict)
+
+    @classmethod
+    def per_channel(cls, mapping: Mapping[Channel, Provider]) -> ProviderSet:
+        """One provider per channel, no failover (tests): named by the provider's name,
+        and by channel too when two different providers share a name."""
+        providers: dict[str, Provider] = {}
+        chains: dict[str, list[str]] = {}
+        for channel, provider in mapping.items():
+            name = provider.name
+            if providers.get(name, provider) is not provider:
+                name = f"{provider.name}:{channel.value}"
+            providers[name] = provider
+            chains[channel.value] = [name]
+        return cls(providers, chains)
+
+    def chain(self, channel: str) -> list[str]:
+        return self.chains[channel]
+
+    def recorded_name(self, account: str) -> str | None:
+        """What deliveries record as their provider: the account's name, but for the
+        development kinds (sink, noop, record) their own short name."""
+        kind = self.accounts.get(account)
+        if kind is None or isinstance(kind, SinkAccount | NoopAccount | RecordAccount):
+            return None
+        return account
+
+    async def close(self) -> None:
+        for provider in {id(p): p for p in self.providers.values()}.values():
+            await provider.close()
+
+
+def builtin_account(spec: str) -> AccountSettings:
     """``sink``, ``noop`` or ``record:<path>[?delay_ms=N]``."""
     if spec == "sink":
-        return SinkProvider(outbox_dir)
+        return SinkAccount()
     if spec == "noop":
-        return NoopProvider()
+        return NoopAccount()
     if spec.startswith("record:"):
         parts = urlsplit(spec.removeprefix("record:"))
         delay_ms = float(parse_qs(parts.query).get("delay_ms", ["0"])[0])
-        return RecordingProvider(Path(parts.path), delay=delay_ms / 1000)
+        return RecordAccount(path=Path(parts.path), delay_ms=delay_ms)
     raise ValueError(f"unknown provider {spec!r}: expected sink, noop or record:<path>")
 
 
-def providers_from_settings(specs: dict[str, str], outbox_dir: Path) -> dict[Channel, Provider]:
-    """One provider per channel; channels sharing a spec share one provider instance."""
-    built: dict[str, Provider] = {}
-    providers: dict[Channel, Provider] = {}
-    for channel in Channel:
-        spec = specs.get(channel.value, "sink")
-        if spec not in built:
-            built[spec] = provider_from_spec(spec, outbox_dir)
-        providers[channel] = built[spec]
-    return providers
+def providers_from_settings(settings: Settings) -> ProviderSet:
+    """Every account a channel's chain names, built once even when several chains share it."""
+    chains = {channel.value: settings.chain(channel.value) for channel in Channel}
+    accounts: dict[str, AccountSettings] = {}
+    for name in (name for chain in chains.values() for name in chain):
+        if name not in accounts:
+            accounts[name] = settings.accounts.get(name) or builtin_account(name)
+    providers = {
+        name: build_provider(name, account, settings.outbox_dir)
+        for name, account in accounts.items()
+    }
+    return ProviderSet(providers, chains, accounts)

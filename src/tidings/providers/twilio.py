@@ -126,7 +126,9 @@ def classify(response: httpx.Response) -> ProviderError:
         return PermanentError(described, reason=CONFIG_CODES[code])
     if status == 429 or code == 20429:
         retry = parse_retry_after(response.headers.get("retry-after"))
-        return TransientError(described, retry_after=retry or DEFAULT_THROTTLE_SECONDS)
+        return TransientError(
+            described, retry_after=retry or DEFAULT_THROTTLE_SECONDS, reason="rate_limited"
+        )
     if status == 401 or code == 20003:
         return TransientError(described, retry_after=AUTH_RETRY_SECONDS, reason="auth_failed")
     if status >= 500:

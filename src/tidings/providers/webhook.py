@@ -129,7 +129,11 @@ def classify(status: int, headers: httpx.Headers) -> ProviderError:
         # The receiver says the endpoint is gone for good: never use this URL again.
         return PermanentError(described, effect=Effect.SUPPRESS_ADDRESS, reason="endpoint_gone")
     if status in THROTTLED or status >= 500:
-        return TransientError(described, retry_after=parse_retry_after(headers.get("retry-after")))
+        return TransientError(
+            described,
+            retry_after=parse_retry_after(headers.get("retry-after")),
+            reason="rate_limited" if status == 429 else f"http_{status}",
+        )
     if 300 <= status < 400:
         return PermanentError(f"{described} (redirects are not followed)", reason="redirect")
     return PermanentError(described, reason=f"http_{status}")

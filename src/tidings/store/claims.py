@@ -165,6 +165,9 @@ class Outcome:
     skip_reason: str | None = None
     sent_at: datetime | None = None
     template_version: int | None = None  # None keeps the row's
+    # A permanent error's consequence for the address: deactivate_device / suppress_address.
+    effect: str | None = None
+    effect_reason: str | None = None
     event: str | None = None  # a delivery_event kind, for what the row cannot hold
     event_detail: dict[str, Any] | None = None
 

@@ -1,0 +1,84 @@
+"""Every kind of provider account, and how to build its provider.
+
+An account in the configuration names its ``kind``; the development kinds (``sink``,
+``noop``, ``record``) need no credentials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from tidings.providers.accounts import AccountSettings
+from tidings.providers.apns import ApnsAccount, ApnsProvider
+from tidings.providers.base import Provider
+from tidings.providers.fcm import FcmAccount, FcmProvider
+from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
+from tidings.providers.sink import NoopProvider, SinkProvider
+from tidings.providers.smtp import SmtpAccount, SmtpProvider
+from tidings.providers.testing import RecordingProvider
+from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.webhook import WebhookAccount, WebhookProvider
+
+
+class SinkAccount(AccountSettings):
+    """The development sink: one JSON file per delivery under ``outbox_dir``."""
+
+    kind: Literal["sink"] = "sink"
+
+
+class NoopAccount(AccountSettings):
+    """Accepts everything, sends nothing (benchmarks of the dispatcher itself)."""
+
+    kind: Literal["noop"] = "noop"
+
+
+class RecordAccount(AccountSettings):
+    """Appends a line per send to ``path`` (tests and demos count sends across processes)."""
+
+    kind: Literal["record"] = "record"
+    path: Path
+    delay_ms: float = Field(default=0.0, ge=0)
+
+
+Account = Annotated[
+    SinkAccount
+    | NoopAccount
+    | RecordAccount
+    | SmtpAccount
+    | SendGridAccount
+    | TwilioAccount
+    | FcmAccount
+    | ApnsAccount
+    | WebhookAccount,
+    Field(discriminator="kind"),
+]
+
+
+def build_provider(name: str, account: AccountSettings, outbox_dir: Path) -> Provider:
+    """The provider of account ``name``; its name is what deliveries record."""
+    provider: Provider
+    match account:
+        case SinkAccount():
+            provider = SinkProvider(outbox_dir)
+        case NoopAccount():
+            provider = NoopProvider()
+        case RecordAccount():
+            provider = RecordingProvider(account.path, delay=account.delay_ms / 1000)
+        case SmtpAccount():
+            provider = SmtpProvider(name, account)
+        case SendGridAccount():
+            provider = SendGridProvider(name, account)
+        case TwilioAccount():
+            provider = TwilioProvider(name, account)
+        case FcmAccount():
+            provider = FcmProvider(name, account)
+        case ApnsAccount():
+            provider = ApnsProvider(name, account)
+        case WebhookAccount():
+            provider = WebhookProvider(name, account)
+        case _:
+            raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
+    return provider
