@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import random
+import socket
 from collections.abc import Mapping
 
 from tidings.clock import utcnow
@@ -17,13 +20,18 @@ from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import sleep_unless
 from tidings.dispatch.wakeup import listen_postgres
+from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
 from tidings.providers.registry import ProviderSet
 from tidings.service import Service
+from tidings.store import provider_state
 from tidings.store.claims import reap_expired_leases
 
 log = logging.getLogger(__name__)
+
+# Seconds between reports of this dispatcher's breaker states (GET /v1/providers).
+PROVIDER_REPORT_INTERVAL = 2.0
 
 
 class Dispatcher:
@@ -39,6 +47,7 @@ class Dispatcher:
         self.protection = Protection.from_settings(providers, settings)
         service.protection = self.protection  # the API shows breaker states from here
         self.service = service
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
         rng = rng or random.Random()
@@ -65,7 +74,10 @@ class Dispatcher:
         settings = self.service.settings
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.writer.run(writer_stop))
-        helpers = [asyncio.create_task(self._reap(stop))]
+        helpers = [
+            asyncio.create_task(self._reap(stop)),
+            asyncio.create_task(self._report_providers(stop)),
+        ]
         if self.service.db.is_postgres:
             helpers.append(
                 asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
@@ -79,6 +91,20 @@ class Dispatcher:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await provider_state.forget(self.service.db, self.id)
+
+    async def _report_providers(self, stop: asyncio.Event) -> None:
+        """Write this dispatcher's breaker states where any API process can read them."""
+        breaker = self.protection.breaker
+        while not stop.is_set():
+            for account in self.protection.providers.providers:
+                breaker.state(account)  # so that accounts not used yet are listed too
+            try:
+                await provider_state.report(self.service.db, self.id, breaker.snapshot(), utcnow())
+            except Exception:
+                log.exception("reporting provider states failed; trying again")
+            await sleep_unless(stop, PROVIDER_REPORT_INTERVAL)
 
     async def _reap(self, stop: asyncio.Event) -> None:
         interval = self.service.settings.reaper_interval

@@ -14,6 +14,7 @@ from tidings.intake import (
     routes_health,
     routes_notifications,
     routes_preferences,
+    routes_providers,
     routes_registry,
     routes_suppressions,
     routes_templates,
@@ -41,6 +42,7 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(routes_preferences.router)
     app.include_router(routes_suppressions.router)
     app.include_router(routes_templates.router)
+    app.include_router(routes_providers.router)
     app.include_router(routes_deadletters.router)
     app.include_router(routes_unsubscribe.router)
     app.include_router(routes_health.router)

@@ -232,3 +232,14 @@ frequency_count = sa.Table(
     sa.Column("day", sa.Date, primary_key=True),
     sa.Column("sent", sa.Integer, nullable=False),
 )
+
+provider_state = sa.Table(
+    "provider_state",
+    metadata,
+    # Each dispatcher's view of each provider account (its circuit breaker), refreshed every
+    # few seconds, so that any API process can show it.
+    sa.Column("account", sa.String(100), primary_key=True),
+    sa.Column("dispatcher", sa.String(64), primary_key=True),
+    sa.Column("state", JSONDoc, nullable=False),
+    _ts("updated_at", nullable=False),
+)

@@ -1,0 +1,70 @@
+"""Provider accounts: how each channel fails over, and each account's circuit breaker."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from tidings.clock import utcnow
+from tidings.intake.schemas import ApiModel
+from tidings.priorities import Channel
+from tidings.providers.registry import builtin_account
+from tidings.service import Service
+from tidings.store import provider_state
+
+router = APIRouter(prefix="/v1", tags=["providers"])
+
+# Reports older than this are from a dispatcher that is gone.
+FRESH = timedelta(seconds=30)
+
+
+class BreakerOut(ApiModel):
+    dispatcher: str
+    updated_at: datetime
+    state: dict[str, Any]
+
+
+class AccountOut(ApiModel):
+    name: str
+    kind: str
+    channels: list[str]
+    rate_per_second: float | None
+    max_in_flight: int
+    breakers: list[BreakerOut]
+
+
+class ProvidersOut(ApiModel):
+    chains: dict[str, list[str]]
+    accounts: list[AccountOut]
+
+
+@router.get("/providers", response_model=ProvidersOut)
+async def list_providers(request: Request) -> Any:
+    """Each channel's failover chain, and per account its limits and the circuit breaker
+    state every running dispatcher reported in the last 30 s (credentials are never shown)."""
+    service: Service = request.app.state.service
+    settings = service.settings
+    chains = {channel.value: settings.chain(channel.value) for channel in Channel}
+    reports = await provider_state.recent(service.db, utcnow() - FRESH)
+    accounts = []
+    for name in dict.fromkeys(n for chain in chains.values() for n in chain):
+        account = settings.accounts.get(name) or builtin_account(name)
+        accounts.append(
+            AccountOut(
+                name=name,
+                kind=account.kind,
+                channels=[c for c, chain in chains.items() if name in chain],
+                rate_per_second=account.rate_per_second,
+                max_in_flight=account.max_in_flight,
+                breakers=[
+                    BreakerOut(
+                        dispatcher=r["dispatcher"], updated_at=r["updated_at"], state=r["state"]
+                    )
+                    for r in reports
+                    if r["account"] == name
+                ],
+            )
+        )
+    return ProvidersOut(chains=chains, accounts=accounts)

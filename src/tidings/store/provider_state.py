@@ -1,0 +1,38 @@
+"""Circuit breaker states as each dispatcher last reported them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from tidings.store.engine import Database
+from tidings.store.schema import provider_state
+from tidings.store.upsert import upsert
+
+
+async def report(
+    db: Database, dispatcher: str, states: dict[str, dict[str, Any]], now: datetime
+) -> None:
+    for account, state in states.items():
+        row = {"account": account, "dispatcher": dispatcher, "state": state, "updated_at": now}
+        await upsert(db, provider_state, ["account", "dispatcher"], row)
+
+
+async def forget(db: Database, dispatcher: str) -> None:
+    """A dispatcher shutting down takes its reports with it."""
+    async with db.engine.begin() as conn:
+        await conn.execute(
+            sa.delete(provider_state).where(provider_state.c.dispatcher == dispatcher)
+        )
+
+
+async def recent(db: Database, since: datetime) -> list[dict[str, Any]]:
+    query = (
+        sa.select(provider_state)
+        .where(provider_state.c.updated_at >= since)
+        .order_by(provider_state.c.account, provider_state.c.dispatcher)
+    )
+    async with db.engine.connect() as conn:
+        return [dict(row._mapping) for row in await conn.execute(query)]
