@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from tidings.clock import utcnow
 from tidings.intake.schemas import ApiModel
 from tidings.priorities import Channel
+from tidings.providers.accounts import AccountSettings
 from tidings.providers.registry import builtin_account
 from tidings.service import Service
 from tidings.store import provider_state
@@ -28,10 +29,10 @@ class BreakerOut(ApiModel):
 
 class AccountOut(ApiModel):
     name: str
-    kind: str
+    kind: str | None
     channels: list[str]
     rate_per_second: float | None
-    max_in_flight: int
+    max_in_flight: int | None
     breakers: list[BreakerOut]
 
 
@@ -48,16 +49,19 @@ async def list_providers(request: Request) -> Any:
     settings = service.settings
     chains = {channel.value: settings.chain(channel.value) for channel in Channel}
     reports = await provider_state.recent(service.db, utcnow() - FRESH)
+    configured = [n for chain in chains.values() for n in chain]
+    # Also what dispatchers report that this process's configuration does not name.
+    names = dict.fromkeys([*configured, *(r["account"] for r in reports)])
     accounts = []
-    for name in dict.fromkeys(n for chain in chains.values() for n in chain):
-        account = settings.accounts.get(name) or builtin_account(name)
+    for name in names:
+        account = _account(settings.accounts, name)
         accounts.append(
             AccountOut(
                 name=name,
-                kind=account.kind,
+                kind=account.kind if account else None,
                 channels=[c for c, chain in chains.items() if name in chain],
-                rate_per_second=account.rate_per_second,
-                max_in_flight=account.max_in_flight,
+                rate_per_second=account.rate_per_second if account else None,
+                max_in_flight=account.max_in_flight if account else None,
                 breakers=[
                     BreakerOut(
                         dispatcher=r["dispatcher"], updated_at=r["updated_at"], state=r["state"]
@@ -68,3 +72,13 @@ async def list_providers(request: Request) -> Any:
             )
         )
     return ProvidersOut(chains=chains, accounts=accounts)
+
+
+def _account(accounts: dict[str, Any], name: str) -> AccountSettings | None:
+    found: AccountSettings | None = accounts.get(name)
+    if found is not None:
+        return found
+    try:
+        return builtin_account(name)
+    except ValueError:
+        return None

@@ -107,6 +107,22 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
     return DeviceOut(**(await registry.get_device(db, body.token)) or {})
 
 
+@router.get("/devices/{token}", response_model=DeviceOut, responses=_NOT_FOUND)
+async def get_device(request: Request, token: str) -> Any:
+    """A push token: whether it is active, and if not, why (for example ``Unregistered``
+    when APNs or FCM said the app was removed)."""
+    found = await registry.get_device(_service(request).db, token)
+    if found is None:
+        return error_response(404, "not_found", "no such device token", "token")
+    return DeviceOut(**found)
+
+
+@router.get("/users/{user_id}/devices", response_model=list[DeviceOut])
+async def list_devices(request: Request, user_id: str) -> Any:
+    """A user's push tokens, active or not."""
+    return [DeviceOut(**row) for row in await registry.user_devices(_service(request).db, user_id)]
+
+
 @router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
 async def delete_device(request: Request, token: str) -> Response:
     if not await registry.delete_device(_service(request).db, token):

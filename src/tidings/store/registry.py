@@ -79,6 +79,12 @@ async def get_device(db: Database, token: str) -> dict[str, Any] | None:
     return (await _rows_by_key(db, device, "token", [token])).get(token)
 
 
+async def user_devices(db: Database, user_id: str) -> list[dict[str, Any]]:
+    query = sa.select(device).where(device.c.user_id == user_id).order_by(device.c.created_at)
+    async with db.engine.connect() as conn:
+        return [dict(row._mapping) for row in await conn.execute(query)]
+
+
 async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:
     if not user_ids:
         return {}

@@ -1,0 +1,191 @@
+"""Real adapters behind the real dispatcher, against the simulator: what a permanent error
+does to the address (device deactivated, address suppressed), and the raw headers of
+marketing and transactional email (RFC 8058)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from tests.helpers import eventually, post, put_type
+from tidings.dispatch.dispatcher import Dispatcher
+from tidings.providers.accounts import AccountSettings
+from tidings.providers.registry import providers_from_settings
+from tidings.providers.smtp import SmtpAccount
+from tidings.service import Service
+from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.simulator.smtp import SmtpServer
+
+DEVICE = "ab" * 32  # APNs device tokens are hex
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
+    async with Simulator(SimulatorConfig(credentials_dir=tmp_path / "credentials")) as simulator:
+        yield simulator
+
+
+@contextlib.asynccontextmanager
+async def dispatching(
+    service: Service, accounts: dict[str, AccountSettings], chains: dict[str, list[str]]
+) -> AsyncIterator[Dispatcher]:
+    """A dispatcher sending through real adapters built from these accounts."""
+    settings = service.settings.model_copy(update={"accounts": accounts, "providers": chains})
+    service.settings = settings  # the API and the dispatcher share one configuration
+    providers = providers_from_settings(settings)
+    dispatcher = Dispatcher(service, providers)
+    stop = asyncio.Event()
+    task = asyncio.create_task(dispatcher.run(stop))
+    try:
+        yield dispatcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+        await providers.close()
+
+
+def smtp_account(sim: Simulator) -> SmtpAccount:
+    server = sim.servers["smtp"]
+    assert isinstance(server, SmtpServer)
+    return SmtpAccount(
+        host="127.0.0.1",
+        port=server.port,
+        tls="starttls",
+        username=sim.config.smtp_username,
+        password=SecretStr(sim.config.smtp_password),
+        from_address="noreply@tidings.example.com",
+        ca_file=server.cert_file,
+        timeout=5,
+    )
+
+
+async def settled(client: httpx.AsyncClient, notification_id: str) -> dict[str, Any] | None:
+    shown = (await client.get(f"/v1/notifications/{notification_id}")).json()
+    pending = ("PENDING", "SENDING")
+    return None if any(d["status"] in pending for d in shown["deliveries"]) else shown
+
+
+async def send_and_settle(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = await post(client, body)
+    assert response.status_code == 202, response.text
+    found: dict[str, Any] = await eventually(lambda: settled(client, response.json()["id"]))
+    return found
+
+
+async def test_an_unregistered_apns_token_deactivates_the_device(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    await put_type(client, "order.shipped", channels=("push",))
+    device = {"userId": "ana", "platform": "ios", "token": DEVICE}
+    assert (await client.post("/v1/devices", json=device)).status_code == 201
+    sim.state("apns").script(DEVICE, "Unregistered")
+    apns = sim.http["apns"].account()  # type: ignore[attr-defined]
+    async with dispatching(service, {"apns-sim": apns}, {"push": ["apns-sim"]}):
+        shown = await send_and_settle(client, {"type": "order.shipped", "userId": "ana"})
+        [delivery] = shown["deliveries"]
+        assert (delivery["status"], delivery["failureKind"]) == ("FAILED", "permanent")
+        assert delivery["provider"] == "apns-sim"
+        registered = await eventually(
+            lambda: _inactive(client, "ana"), within=5
+        )  # the effect is written with the outcome batch
+        assert registered["deactivatedReason"] == "Unregistered"
+        # Never sent to again: the next notification finds no active device.
+        again = await post(client, {"type": "order.shipped", "userId": "ana"})
+        assert again.status_code == 422
+        assert again.json()["error"]["code"] == "no_address"
+    assert sim.state("apns").summary()["received"] == 0
+
+
+async def _inactive(client: httpx.AsyncClient, user_id: str) -> dict[str, Any] | None:
+    shown = (await client.get(f"/v1/devices/{DEVICE}")).json()
+    return None if shown.get("active", True) else shown
+
+
+async def test_an_apns_send_succeeds_with_the_apns_id(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    await put_type(client, "order.shipped", priority="high", channels=("push",))
+    device = {"userId": "ana", "platform": "ios", "token": DEVICE}
+    await client.post("/v1/devices", json=device)
+    apns = sim.http["apns"].account()  # type: ignore[attr-defined]
+    async with dispatching(service, {"apns-sim": apns}, {"push": ["apns-sim"]}):
+        shown = await send_and_settle(
+            client, {"type": "order.shipped", "userId": "ana", "data": {"order": 7}}
+        )
+    [delivery] = shown["deliveries"]
+    assert delivery["status"] == "SENT"
+    assert delivery["providerMessageId"] == delivery["id"]  # apns-id is the delivery id
+    [received] = sim.state("apns").received
+    assert received.payload["headers"]["apns-priority"] == "10"
+    assert received.payload["body"]["aps"]["alert"]["body"] == 'data: {"order": 7}'
+
+
+async def test_a_hard_bounce_suppresses_the_address(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    await put_type(client, "order.confirmed", channels=("email",))
+    sim.state("smtp").script("gone@example.com", "5.1.1")
+    body = {"type": "order.confirmed", "to": {"email": "gone@example.com"}}
+    async with dispatching(service, {"smtp-sim": smtp_account(sim)}, {"email": ["smtp-sim"]}):
+        shown = await send_and_settle(client, body)
+        assert shown["deliveries"][0]["failureKind"] == "permanent"
+        suppressed = await eventually(lambda: _suppression(client, "gone@example.com"), within=5)
+        assert suppressed["reason"] == "hard_bounce"
+    again = await post(client, body)
+    assert again.json()["deliveries"][0]["status"] == "SKIPPED"
+    shown = (await client.get(f"/v1/notifications/{again.json()['id']}")).json()
+    assert shown["deliveries"][0]["skipReason"] == "suppressed"
+
+
+async def _suppression(client: httpx.AsyncClient, address: str) -> dict[str, Any] | None:
+    response = await client.get(f"/v1/suppressions/email/{address}")
+    return response.json() if response.status_code == 200 else None
+
+
+async def test_marketing_email_raw_headers_carry_one_click_unsubscribe(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    """RFC 8058: both headers in a marketing email as it crossed SMTP; neither in a
+    transactional one."""
+    await put_type(client, "promo", category="marketing", priority="low", channels=("email",))
+    await put_type(client, "receipt", channels=("email",))
+    async with dispatching(service, {"smtp-sim": smtp_account(sim)}, {"email": ["smtp-sim"]}):
+        for kind in ("promo", "receipt"):
+            shown = await send_and_settle(
+                client, {"type": kind, "to": {"email": f"{kind}@example.com"}}
+            )
+            assert shown["deliveries"][0]["status"] == "SENT"
+    raw = {r.address: r.payload["raw"] for r in sim.state("smtp").received}
+    marketing, transactional = raw["promo@example.com"], raw["receipt@example.com"]
+    assert "\r\nList-Unsubscribe: <http://127.0.0.1:8000/u/" in marketing
+    assert "\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in marketing
+    assert "List-Unsubscribe" not in transactional
+    assert "X-Tidings-Delivery-Id:" in transactional
+
+
+async def test_the_providers_endpoint_shows_chains_and_breakers(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    async with dispatching(
+        service, {"smtp-sim": smtp_account(sim)}, {"email": ["smtp-sim", "sink"]}
+    ):
+        shown = await eventually(lambda: _reported(client, "smtp-sim"), within=5)
+    chains = shown["chains"]
+    assert chains["email"] == ["smtp-sim", "sink"]
+    account = next(a for a in shown["accounts"] if a["name"] == "smtp-sim")
+    assert account["kind"] == "smtp" and account["channels"] == ["email"]
+    assert account["breakers"][0]["state"]["state"] == "closed"
+    assert "password" not in str(shown) and sim.config.smtp_password not in str(shown)
+
+
+async def _reported(client: httpx.AsyncClient, name: str) -> dict[str, Any] | None:
+    shown: dict[str, Any] = (await client.get("/v1/providers")).json()
+    accounts = {a["name"]: a for a in shown["accounts"]}
+    return shown if name in accounts and accounts[name]["breakers"] else None
