@@ -215,8 +215,10 @@ async def _kill_repeatedly(run: Run) -> None:
         # Kill only while work is outstanding, preferably mid-send (deliveries claimed).
         with contextlib.suppress(AssertionError):
             await _until(lambda: _has_claimed(run), 2, "claimed deliveries")
-        await _until(lambda: _has_outstanding(run), 10, "outstanding work to kill during")
-        outstanding, sending = await run.delivery_counts()
+        outstanding, sending = 0, 0
+        while outstanding == 0:  # the dispatcher may drain it between two reads: look again
+            await _until(lambda: _has_outstanding(run), 10, "outstanding work to kill during")
+            outstanding, sending = await run.delivery_counts()
         while_posting = not run.posting_done.is_set()
         code = await victim.kill_and_wait()
         assert code == -9, f"dispatcher exited with {code}, not by SIGKILL:\n{victim.log_tail()}"

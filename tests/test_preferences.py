@@ -28,8 +28,9 @@ async def test_preferences_round_trip_with_defaults(client: httpx.AsyncClient) -
         "locale": "pt-BR",
     }
     shown = await put_preferences(client, "u1", body)
-    assert shown["categories"]["marketing"] == {"email": False, "sms": True, "push": True}
-    assert shown["categories"]["transactional"] == {"email": True, "sms": True, "push": True}
+    on = {"email": True, "sms": True, "push": True, "webhook": True}
+    assert shown["categories"]["marketing"] == on | {"email": False}
+    assert shown["categories"]["transactional"] == on
     assert shown["quietHours"] == {"from": "22:00", "to": "08:00"}
     assert (shown["timezone"], shown["locale"]) == ("America/Sao_Paulo", "pt-BR")
     assert (await client.get("/v1/users/u1/preferences")).json() == shown

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.registry import providers_from_settings
 from tidings.providers.smtp import SmtpAccount
+from tidings.providers.webhook import WebhookAccount
 from tidings.service import Service
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
@@ -75,7 +77,12 @@ async def settled(client: httpx.AsyncClient, notification_id: str) -> dict[str, 
 async def send_and_settle(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
     response = await post(client, body)
     assert response.status_code == 202, response.text
-    found: dict[str, Any] = await eventually(lambda: settled(client, response.json()["id"]))
+    notification_id = response.json()["id"]
+    try:
+        found: dict[str, Any] = await eventually(lambda: settled(client, notification_id))
+    except AssertionError:
+        shown = (await client.get(f"/v1/notifications/{notification_id}")).json()
+        raise AssertionError(f"not settled: {shown['deliveries']}") from None
     return found
 
 
@@ -144,8 +151,10 @@ async def test_a_hard_bounce_suppresses_the_address(
     assert shown["deliveries"][0]["skipReason"] == "suppressed"
 
 
-async def _suppression(client: httpx.AsyncClient, address: str) -> dict[str, Any] | None:
-    response = await client.get(f"/v1/suppressions/email/{address}")
+async def _suppression(
+    client: httpx.AsyncClient, address: str, channel: str = "email"
+) -> dict[str, Any] | None:
+    response = await client.get(f"/v1/suppressions/{channel}/{quote(address, safe='')}")
     return response.json() if response.status_code == 200 else None
 
 
@@ -189,3 +198,29 @@ async def _reported(client: httpx.AsyncClient, name: str) -> dict[str, Any] | No
     shown: dict[str, Any] = (await client.get("/v1/providers")).json()
     accounts = {a["name"]: a for a in shown["accounts"]}
     return shown if name in accounts and accounts[name]["breakers"] else None
+
+
+async def test_the_webhook_channel_posts_a_signed_body_and_drops_a_gone_endpoint(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    kind = {"category": "transactional", "priority": "normal", "channels": ["webhook"]}
+    assert (await client.put("/v1/types/order.paid", json=kind)).status_code == 200
+    # Each data key a template; a webhook template may also be empty (the data as is).
+    body = {"data": {"order": "{{ order }}", "event": "order.paid"}}
+    assert (await client.put("/v1/templates/order.paid/webhook/en", json=body)).is_success
+    webhook = WebhookAccount(secret=SecretStr(sim.config.webhook_secret), allow_private=True)
+    url = f"{sim.url}/webhook-receiver/shop"
+    gone = f"{sim.url}/webhook-receiver/old-shop"
+    sim.state("webhook").script("old-shop", "410")  # the receiver knows it by its name
+    notification = {"type": "order.paid", "to": {"webhookUrl": url}, "data": {"order": 9}}
+    async with dispatching(service, {"hooks": webhook}, {"webhook": ["hooks"]}):
+        sent = await send_and_settle(client, notification)
+        failed = await send_and_settle(client, notification | {"to": {"webhookUrl": gone}})
+        assert await eventually(lambda: _suppression(client, gone, "webhook"), within=5)
+    [delivery] = sent["deliveries"]
+    assert (delivery["status"], delivery["provider"]) == ("SENT", "hooks")
+    assert delivery["address"] == f"{sim.url}/…"  # the path is masked
+    [received] = sim.state("webhook").received
+    assert received.payload["body"] == {"order": "9", "event": "order.paid"}
+    assert received.idempotency_key == delivery["id"]  # webhook-id: the delivery id
+    assert failed["deliveries"][0]["failureKind"] == "permanent"

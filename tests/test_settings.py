@@ -17,7 +17,7 @@ def test_defaults_are_the_embedded_mode(monkeypatch: pytest.MonkeyPatch) -> None
     assert settings.database_url == "sqlite:///./tidings.db"
     assert settings.outbox_dir == Path("./outbox")
     assert (settings.host, settings.port) == ("127.0.0.1", 8000)
-    assert settings.providers == {"email": "sink", "sms": "sink", "push": "sink"}
+    assert settings.providers == {"email": "sink", "sms": "sink", "push": "sink", "webhook": "sink"}
     assert (settings.retry.base_delay, settings.retry.max_delay, settings.retry.max_attempts) == (
         2.0,
         300.0,

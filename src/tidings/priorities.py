@@ -33,3 +33,4 @@ class Channel(StrEnum):
     EMAIL = "email"
     SMS = "sms"
     PUSH = "push"
+    WEBHOOK = "webhook"  # an HTTP POST to the recipient's URL, signed (Standard Webhooks)

@@ -53,7 +53,12 @@ class RetrySettings(BaseModel):
     max_attempts: int = Field(default=6, ge=1, le=100)
 
 
-DEFAULT_CHAINS: dict[str, str | list[str]] = {"email": "sink", "sms": "sink", "push": "sink"}
+DEFAULT_CHAINS: dict[str, str | list[str]] = {
+    "email": "sink",
+    "sms": "sink",
+    "push": "sink",
+    "webhook": "sink",
+}
 
 
 class Settings(BaseSettings):

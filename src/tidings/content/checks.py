@@ -12,11 +12,14 @@ REQUIRED = {
     Channel.EMAIL: ("subject",),
     Channel.SMS: ("text",),
     Channel.PUSH: ("text",),
+    Channel.WEBHOOK: (),
 }
 ALLOWED = {
     Channel.EMAIL: {"subject", "text", "html"},
     Channel.SMS: {"text"},
     Channel.PUSH: {"subject", "text", "data"},
+    # The JSON body: each data key rendered; without data, the notification's data as is.
+    Channel.WEBHOOK: {"data"},
 }
 RESERVED_PUSH_KEYS = ("from", "message_type", "google", "gcm", "aps")
 
@@ -45,7 +48,8 @@ def check_template(kind: dict[str, Any], channel: Channel, parts: dict[str, Any]
         raise TemplateProblem("missing_part", "an email template needs text or html", "text")
     for name in sorted(given - ALLOWED[channel]):
         raise TemplateProblem("unexpected_part", f"a {channel.value} template has no {name}", name)
-    _check_push_keys(parts.get("data") or {})
+    if channel is Channel.PUSH:
+        _check_push_keys(parts.get("data") or {})
     _compile_all(parts)
 
 

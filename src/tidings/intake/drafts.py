@@ -132,6 +132,8 @@ def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -
     if channel is Channel.SMS:
         phone = (to.phone if to else None) or _user_field(item, context, "phone")
         return [phone] if phone else []
+    if channel is Channel.WEBHOOK:
+        return [to.webhook_url] if to and to.webhook_url else []
     if to and to.device_tokens:
         return list(dict.fromkeys(to.device_tokens))
     return context.device_tokens.get(item.user_id, []) if item.user_id else []
@@ -141,6 +143,7 @@ _ADDRESS_FIELD = {
     Channel.EMAIL: "to.email",
     Channel.SMS: "to.phone",
     Channel.PUSH: "to.deviceTokens",
+    Channel.WEBHOOK: "to.webhookUrl",
 }
 
 

@@ -11,6 +11,9 @@ def mask_address(channel: str, address: str) -> str:
         return f"{local[:1]}***@{domain}"
     if channel == "sms":
         return f"{address[:3]}{'*' * max(0, len(address) - 5)}{address[-2:]}"
+    if channel == "webhook" and "://" in address:
+        scheme, _, rest = address.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}/…"
     if len(address) <= 12:
         return address[:2] + "…"
     return f"{address[:6]}…{address[-4:]}"

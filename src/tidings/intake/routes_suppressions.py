@@ -24,7 +24,7 @@ def _service(request: Request) -> Service:
     return service
 
 
-@router.put("/{channel}/{address}", response_model=SuppressionOut)
+@router.put("/{channel}/{address:path}", response_model=SuppressionOut)
 async def put_suppression(
     request: Request, channel: Channel, address: Address, body: SuppressionIn | None = None
 ) -> Any:
@@ -36,7 +36,7 @@ async def put_suppression(
     return SuppressionOut(**(await suppressions.get(db, channel, canonical)) or {})
 
 
-@router.get("/{channel}/{address}", response_model=SuppressionOut, responses=_NOT_FOUND)
+@router.get("/{channel}/{address:path}", response_model=SuppressionOut, responses=_NOT_FOUND)
 async def get_suppression(request: Request, channel: Channel, address: Address) -> Any:
     found = await suppressions.get(
         _service(request).db, channel, canonical_address(channel, address)
@@ -46,7 +46,7 @@ async def get_suppression(request: Request, channel: Channel, address: Address) 
     return SuppressionOut(**found)
 
 
-@router.delete("/{channel}/{address}", status_code=204, responses=_NOT_FOUND)
+@router.delete("/{channel}/{address:path}", status_code=204, responses=_NOT_FOUND)
 async def delete_suppression(request: Request, channel: Channel, address: Address) -> Response:
     """Allow sending to this address again."""
     db = _service(request).db

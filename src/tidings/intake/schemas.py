@@ -8,6 +8,7 @@ import uuid
 import zoneinfo
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from email_validator import EmailNotValidError, validate_email
 from pydantic import (
@@ -29,6 +30,13 @@ _E164 = re.compile(r"^\+[1-9]\d{1,14}$")
 def _e164(value: str) -> str:
     if not _E164.match(value):
         raise ValueError("phone must be in E.164 format, for example +5511912345678")
+    return value
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("webhookUrl must be an http or https URL with a host")
     return value
 
 
@@ -77,6 +85,11 @@ TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 # At most 1,024: addresses sit in btree indexes, whose entries must stay under ~2.7 kB.
 DeviceToken = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+WebhookUrl = Annotated[
+    str,
+    StringConstraints(max_length=2048),
+    AfterValidator(_http_url),
+]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 
 
@@ -90,6 +103,7 @@ class Recipient(ApiModel):
     email: Email | None = None
     phone: Phone | None = None
     device_tokens: list[DeviceToken] | None = Field(default=None, max_length=100)
+    webhook_url: WebhookUrl | None = None
 
 
 class NotificationIn(ApiModel):

@@ -102,6 +102,8 @@ class ProviderState:
 
     def record(self, address: str, idempotency_key: str | None, payload: dict[str, Any]) -> bool:
         """Keep one accepted message; True when its idempotency key was seen before."""
+        if not self.behaviour.dedup:
+            idempotency_key = None  # like a provider without idempotency keys: all are new
         duplicate = idempotency_key is not None and idempotency_key in self._keys
         if idempotency_key is not None:
             self._keys.add(idempotency_key)
