@@ -33,9 +33,9 @@ from tidings.providers.push_http import (
     CONFIG_RETRY_AFTER,
     compact_json,
     json_body,
-    retry_after,
     transport_failure,
 )
+from tidings.providers.retry_after import parse_retry_after
 
 PAYLOAD_LIMIT = 4096
 COLLAPSE_ID_LIMIT = 64
@@ -264,7 +264,7 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     status = response.status_code
     reason = _reason(response)
     text = f"apns: {status} {reason or ''}"
-    wait = retry_after(response.headers, now)
+    wait = parse_retry_after(response.headers.get("retry-after"), now)
     if reason in DEAD_TOKEN_ERRORS:
         if status == 410:
             # Apple: unregistered since this time (ms); a later re-registration wins.
