@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
-from tidings.providers.accounts import AccountSettings
+from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Effect,
     Message,
@@ -95,9 +95,7 @@ class ApnsAccount(AccountSettings):
 
     @model_validator(mode="after")
     def _one_key(self) -> ApnsAccount:
-        if (self.private_key_file is None) == (self.private_key is None):
-            raise ValueError("give exactly one of private_key_file, private_key")
-        return self
+        return exactly_one(self, "private_key_file", "private_key")
 
     def signing_key(self) -> EllipticCurvePrivateKey:
         if self.private_key is not None:

@@ -17,7 +17,7 @@ import httpx
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
-from tidings.providers.accounts import AccountSettings
+from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Effect,
     Message,
@@ -57,9 +57,7 @@ class FcmAccount(AccountSettings):
 
     @model_validator(mode="after")
     def _one_credential(self) -> FcmAccount:
-        if (self.service_account_file is None) == (self.service_account_json is None):
-            raise ValueError("give exactly one of service_account_file, service_account_json")
-        return self
+        return exactly_one(self, "service_account_file", "service_account_json")
 
     def service_account(self) -> ServiceAccount:
         if self.service_account_json is not None:
