@@ -28,7 +28,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.fcm import DELIVERY_ID_KEY, FcmProvider
-from tidings.providers.push_http import retry_after
+from tidings.providers.retry_after import parse_retry_after
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 
@@ -402,7 +402,7 @@ def test_retry_after_takes_seconds_or_an_http_date() -> None:
     now = 1_700_000_000.0
     date = email.utils.formatdate(now + 120, usegmt=True)
 
-    assert retry_after(httpx.Headers({"retry-after": "30"}), now) == 30
-    assert retry_after(httpx.Headers({"retry-after": date}), now) == 120
-    assert retry_after(httpx.Headers({"retry-after": "soon"}), now) is None
-    assert retry_after(httpx.Headers(), now) is None
+    assert parse_retry_after("30", now) == 30
+    assert parse_retry_after(date, now) == 120
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tidings.settings import Settings
+from tidings.simulator.cli import simulate
 
 app = typer.Typer(help="tidings: durable multi-channel notifications.", no_args_is_help=True)
 console = Console()
@@ -251,6 +252,9 @@ def templates_apply(
             console.print(f"{item.path}: {_error_text(response)}", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+app.command("simulate")(simulate)
 
 
 def main() -> None:

@@ -7,6 +7,8 @@ and the provider's credentials as ``SecretStr``) and a provider class built from
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -22,3 +24,14 @@ class AccountSettings(BaseModel):
     max_in_flight: int = Field(default=100, ge=1, le=10_000)
     # Seconds for one request, connect included.
     timeout: float = Field(default=10.0, gt=0, le=300)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def exactly_one(model: Model, *fields: str) -> Model:
+    """``model`` when exactly one of ``fields`` is set (two ways to give one credential)."""
+    given = [name for name in fields if getattr(model, name) is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {', '.join(fields)}")
+    return model

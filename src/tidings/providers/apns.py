@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
-from tidings.providers.accounts import AccountSettings
+from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Effect,
     Message,
@@ -33,9 +33,9 @@ from tidings.providers.push_http import (
     CONFIG_RETRY_AFTER,
     compact_json,
     json_body,
-    retry_after,
     transport_failure,
 )
+from tidings.providers.retry_after import parse_retry_after
 
 PAYLOAD_LIMIT = 4096
 COLLAPSE_ID_LIMIT = 64
@@ -95,9 +95,7 @@ class ApnsAccount(AccountSettings):
 
     @model_validator(mode="after")
     def _one_key(self) -> ApnsAccount:
-        if (self.private_key_file is None) == (self.private_key is None):
-            raise ValueError("give exactly one of private_key_file, private_key")
-        return self
+        return exactly_one(self, "private_key_file", "private_key")
 
     def signing_key(self) -> EllipticCurvePrivateKey:
         if self.private_key is not None:
@@ -264,7 +262,7 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     status = response.status_code
     reason = _reason(response)
     text = f"apns: {status} {reason or ''}"
-    wait = retry_after(response.headers, now)
+    wait = parse_retry_after(response.headers.get("retry-after"), now)
     if reason in DEAD_TOKEN_ERRORS:
         if status == 410:
             # Apple: unregistered since this time (ms); a later re-registration wins.

@@ -17,7 +17,7 @@ import httpx
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
-from tidings.providers.accounts import AccountSettings
+from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Effect,
     Message,
@@ -32,9 +32,9 @@ from tidings.providers.push_http import (
     CONFIG_RETRY_AFTER,
     compact_json,
     json_body,
-    retry_after,
     transport_failure,
 )
+from tidings.providers.retry_after import parse_retry_after
 
 PAYLOAD_LIMIT = 4096
 MAX_TTL = 2_419_200  # 28 days, FCM's maximum android.ttl
@@ -57,9 +57,7 @@ class FcmAccount(AccountSettings):
 
     @model_validator(mode="after")
     def _one_credential(self) -> FcmAccount:
-        if (self.service_account_file is None) == (self.service_account_json is None):
-            raise ValueError("give exactly one of service_account_file, service_account_json")
-        return self
+        return exactly_one(self, "service_account_file", "service_account_json")
 
     def service_account(self) -> ServiceAccount:
         if self.service_account_json is not None:
@@ -193,7 +191,7 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     code = _error_code(body)
     status = response.status_code
     text = f"fcm: {status} {code or error.get('status', '')}: {error.get('message', '')}"
-    wait = retry_after(response.headers, now)
+    wait = parse_retry_after(response.headers.get("retry-after"), now)
     if code == "UNREGISTERED":
         return PermanentError(text, effect=Effect.DEACTIVATE_DEVICE, reason=code)
     if code == "SENDER_ID_MISMATCH":

@@ -23,9 +23,9 @@ from tidings.providers.base import TransientError
 from tidings.providers.push_http import (
     CONFIG_RETRY_AFTER,
     json_body,
-    retry_after,
     transport_failure,
 )
+from tidings.providers.retry_after import parse_retry_after
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FCM_SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
@@ -138,5 +138,9 @@ def _token_failure(response: httpx.Response, body: dict[str, Any], now: float) -
     error = str(body.get("error", response.status_code))
     text = f"google oauth: {response.status_code} {error}: {body.get('error_description', '')}"
     if response.status_code == 429 or response.status_code >= 500:
-        return TransientError(text, retry_after=retry_after(response.headers, now), reason=error)
+        return TransientError(
+            text,
+            retry_after=parse_retry_after(response.headers.get("retry-after"), now),
+            reason=error,
+        )
     return TransientError(text, retry_after=CONFIG_RETRY_AFTER, reason=f"oauth:{error}")

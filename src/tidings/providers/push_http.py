@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
-from datetime import UTC
 from typing import Any
 
 import httpx
@@ -20,24 +18,6 @@ CONFIG_RETRY_AFTER = 300.0
 def compact_json(value: Any) -> bytes:
     """The JSON bytes as sent (and as the provider's payload limit counts them)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def retry_after(headers: httpx.Headers, now: float) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date), if any."""
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now)
 
 
 def transport_failure(provider: str, error: httpx.HTTPError) -> TransientError:

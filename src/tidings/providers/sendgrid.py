@@ -14,10 +14,8 @@ Retry-After or X-RateLimit-Reset; 5xx and network errors transient.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import Any, Literal
 
 import httpx
@@ -32,6 +30,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
+from tidings.providers.retry_after import parse_retry_after
 
 # Seconds before retrying after a credentials error (configuration, fixed by an operator).
 CREDENTIALS_RETRY_AFTER = 300.0
@@ -153,16 +152,9 @@ def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
 
     ``headers`` must be case-insensitive (httpx.Headers).
     """
-    value = headers.get("Retry-After")
-    if value is not None:
-        if value.strip().isdigit():
-            return float(value)
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.replace(tzinfo=when.tzinfo or UTC).timestamp() - now)
+    retry_after = parse_retry_after(headers.get("Retry-After"), now)
+    if retry_after is not None:
+        return retry_after
     reset = headers.get("X-RateLimit-Reset")
     if reset is not None and reset.strip().isdigit():
         return max(0.0, float(reset) - now)

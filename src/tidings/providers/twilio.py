@@ -12,7 +12,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
-from tidings.providers.accounts import AccountSettings
+from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Effect,
     Message,
@@ -54,9 +54,7 @@ class TwilioAccount(AccountSettings):
 
     @model_validator(mode="after")
     def _one_sender(self) -> TwilioAccount:
-        if (self.from_number is None) == (self.messaging_service_sid is None):
-            raise ValueError("set exactly one of from_number and messaging_service_sid")
-        return self
+        return exactly_one(self, "from_number", "messaging_service_sid")
 
 
 class TwilioProvider:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jwt
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,6 +32,7 @@ from tidings.providers.apns import (
     ApnsAccount,
 )
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.server import HTTP_PROVIDERS
 
 if TYPE_CHECKING:
@@ -120,14 +120,7 @@ class ApnsSimulator:
         ]
 
     def _write_key(self) -> None:
-        pem = self._key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        self.key_path.parent.mkdir(parents=True, exist_ok=True)
-        self.key_path.write_bytes(pem)
-        self.key_path.chmod(0o600)
+        write_secret(self.key_path, pkcs8_pem(self._key))
 
     async def _missing_token(self, request: Request) -> Response:
         await request.body()

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import jwt
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,6 +29,7 @@ from tidings.providers.fcm import DELIVERY_ID_KEY, FCM_ERROR_TYPE, MAX_TTL, FcmA
 from tidings.providers.google_auth import FCM_SCOPE, GRANT_TYPE
 from tidings.providers.push_http import compact_json
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.server import HTTP_PROVIDERS
 
 if TYPE_CHECKING:
@@ -95,11 +95,7 @@ class FcmSimulator:
         ]
 
     def _write_service_account(self, path: Path) -> None:
-        pem = self._key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ).decode()
+        pem = pkcs8_pem(self._key).decode()
         info = {
             "type": "service_account",
             "project_id": self.project_id,
@@ -110,9 +106,7 @@ class FcmSimulator:
             "auth_uri": "https://accounts.google.com/o/oauth2/auth",
             "token_uri": GOOGLE_TOKEN_URI,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(info, indent=2))
-        path.chmod(0o600)
+        write_secret(path, json.dumps(info, indent=2).encode())
 
     # The OAuth2 token endpoint.
 

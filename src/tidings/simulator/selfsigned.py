@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tidings.simulator.keyfiles import pkcs8_pem, write_secret
+
 # Strict X.509 verification (Python 3.13+) wants these on a certificate that is its own CA.
 _KEY_USAGE = x509.KeyUsage(
     digital_signature=True,
@@ -37,13 +39,7 @@ def self_signed(directory: Path, name: str, host: str = "127.0.0.1") -> tuple[Pa
         return cert_path, key_path
     directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    write_secret(key_path, pkcs8_pem(key))
     cert_path.write_bytes(_certificate(key, host).public_bytes(serialization.Encoding.PEM))
     return cert_path, key_path
 
