@@ -15,7 +15,7 @@ from tests.helpers import eventually
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 
-COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq", "templates"]
+COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq", "templates", "simulate"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

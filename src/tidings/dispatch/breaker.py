@@ -42,6 +42,7 @@ THROTTLE_REASONS = frozenset(
     {
         "rate_limited",
         "http_429",
+        "429",
         "TooManyRequests",
         "TooManyProviderTokenUpdates",
         "QUOTA_EXCEEDED",

@@ -24,6 +24,7 @@ CHAINS: dict[str, list[str]] = {
     "email": ["sendgrid-sim", "smtp-sim"],
     "sms": ["twilio-sim"],
     "push": ["fcm-sim"],
+    "webhook": ["webhook-sim"],
 }
 _WILDCARDS = {"", "0.0.0.0", "::"}
 
