@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tidings.catalog import TypeCatalog
 from tidings.content.catalog import TemplateCatalog
@@ -21,8 +20,6 @@ class Service:
     types: TypeCatalog = field(init=False)
     templates: TemplateCatalog = field(init=False)
     unsubscriber: Unsubscriber = field(init=False)
-    # Set by a dispatcher running in this process: its breakers and rate limits.
-    protection: Any = None
 
     def __post_init__(self) -> None:
         self.types = TypeCatalog(self.db)

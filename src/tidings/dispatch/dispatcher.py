@@ -45,7 +45,6 @@ class Dispatcher:
         if not isinstance(providers, ProviderSet):
             providers = ProviderSet.per_channel(providers)
         self.protection = Protection.from_settings(providers, settings)
-        service.protection = self.protection  # the API shows breaker states from here
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
