@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,11 @@ TYPES = {
     Priority.NORMAL: ("order.shipped", "transactional"),
     Priority.LOW: ("promo.weekly", "marketing"),
 }
-# Offered per tick of 0.1 s: 15 per tick is 150/s, three times a limit of 50/s. HIGH and
-# NORMAL together offer more than LOW leaves (so the account is saturated with LOW held to
-# its cap) and LOW alone offers far more than its share.
+# Offered per second: 150, three times a limit of 50/s. HIGH and NORMAL together offer 40 %
+# of the limit, so that LOW (offering far more than its 60 % share) is held to its share and
+# the account is still saturated.
+MIX = {Priority.HIGH: 5, Priority.NORMAL: 15, Priority.LOW: 130}
 TICK_SECONDS = 0.1
-MIX = {Priority.HIGH: 1, Priority.NORMAL: 4, Priority.LOW: 10}
 
 
 def simulator(credentials_dir: Path, rate: float | None = None) -> Simulator:
@@ -94,29 +93,36 @@ def _item(priority: Priority, serial: int) -> dict[str, Any]:
     }
 
 
+def _per_tick(per_second: int, tick: int) -> int:
+    """Spread ``per_second`` evenly over the ticks of a second."""
+    ticks = round(1 / TICK_SECONDS)
+    step = tick % ticks
+    return (step + 1) * per_second // ticks - step * per_second // ticks
+
+
 async def offer(client: httpx.AsyncClient, seconds: float) -> int:
     """Every tick: the HIGH ones one POST each (as OTPs come), the rest in one batch.
     Returns how many notifications were accepted."""
     started = time.monotonic()
     serial = accepted = 0
-    ticks = round(seconds / TICK_SECONDS)
-    for tick in range(ticks):
+    for tick in range(round(seconds / TICK_SECONDS)):
         await asyncio.sleep(max(0.0, started + tick * TICK_SECONDS - time.monotonic()))
-        for _ in range(MIX[Priority.HIGH]):
+        for _ in range(_per_tick(MIX[Priority.HIGH], tick)):
             serial += 1
-            key = str(uuid.uuid4())
+            item = _item(Priority.HIGH, serial)
+            key = item.pop("idempotencyKey")
             response = await client.post(
-                "/v1/notifications",
-                json=_item(Priority.HIGH, serial),
-                headers={"Idempotency-Key": key},
+                "/v1/notifications", json=item, headers={"Idempotency-Key": key}
             )
             assert response.status_code == 202, response.text
             accepted += 1
         batch = []
         for priority in (Priority.NORMAL, Priority.LOW):
-            for _ in range(MIX[priority]):
+            for _ in range(_per_tick(MIX[priority], tick)):
                 serial += 1
                 batch.append(_item(priority, serial))
+        if not batch:
+            continue
         response = await client.post("/v1/notifications/batch", json={"notifications": batch})
         assert response.status_code == 200, response.text
         assert all(r["status"] == "accepted" for r in response.json()["results"])
@@ -137,6 +143,8 @@ class RateFigures:
     over_limit: int
     high_latencies: list[float]
     high_deferred: int
+    deferrals: dict[str, int] = field(default_factory=dict)
+    loop_lags: list[float] = field(default_factory=list)
     backlog: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -156,8 +164,7 @@ class RateFigures:
         return statistics.median(self.per_second_buckets)
 
     def high_percentile(self, q: float) -> float:
-        ordered = sorted(self.high_latencies)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+        return _percentile(self.high_latencies, q)
 
     def lines(self) -> list[str]:
         return [
@@ -171,8 +178,18 @@ class RateFigures:
             f"p99 {self.high_percentile(0.99) * 1000:.0f} ms, "
             f"max {max(self.high_latencies) * 1000:.0f} ms "
             f"({len(self.high_latencies)} HIGH; {self.high_deferred} ever deferred)",
+            f"deferred for want of a token (claimed, put back): {self.deferrals}",
             f"backlog at the end: {self.backlog}",
+            f"event loop lag: p50 {_percentile(self.loop_lags, 0.5) * 1000:.0f} ms, "
+            f"p99 {_percentile(self.loop_lags, 0.99) * 1000:.0f} ms",
         ]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -190,15 +207,27 @@ async def run_rate(
     dispatcher = Dispatcher(service, providers_from_settings(service.settings))
     stop = asyncio.Event()
     task = asyncio.create_task(dispatcher.run(stop))
+    lags: list[float] = []
+    probe = asyncio.create_task(_loop_lag(lags, stop))
     try:
         started = time.time()
         accepted = await offer(client, run.seconds)
         ended = time.time()
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=30)
+        await asyncio.wait_for(asyncio.gather(task, probe), timeout=30)
         await dispatcher.protection.providers.close()
-    return await figures(service, sim, run, accepted, started + run.warmup, ended)
+    result = await figures(service, sim, run, accepted, started + run.warmup, ended)
+    result.loop_lags = lags
+    return result
+
+
+async def _loop_lag(lags: list[float], stop: asyncio.Event, every: float = 0.01) -> None:
+    """How late the event loop (API, dispatcher and simulator share it) runs a timer."""
+    while not stop.is_set():
+        before = time.monotonic()
+        await asyncio.sleep(every)
+        lags.append(time.monotonic() - before - every)
 
 
 async def figures(
@@ -216,7 +245,8 @@ async def figures(
         if index < len(buckets):
             buckets[index] += 1
     sent_at = {r.idempotency_key: r.at for r in received}
-    high, deferred, backlog = await _high_and_backlog(service)
+    stored = await _stored(service)
+    high = stored.high_created
     latencies = [
         sent_at[key] - created.timestamp()
         for key, created in high.items()
@@ -227,38 +257,53 @@ async def figures(
     assert not missing, f"HIGH deliveries accepted but never sent: {missing[:5]}"
     return RateFigures(
         limit=run.limit,
-        offered_per_second=accepted / run.seconds,
+        offered_per_second=accepted / (end - start + run.warmup),
         window_seconds=end - start,
         sent=len(window),
         by_priority=by_priority,
         per_second_buckets=buckets,
         over_limit=int(state.summary()["overLimit"]),
         high_latencies=latencies,
-        high_deferred=deferred,
-        backlog=backlog,
+        high_deferred=stored.high_deferred,
+        deferrals=stored.deferrals,
+        backlog=stored.backlog,
     )
 
 
-async def _high_and_backlog(service: Service) -> tuple[dict[str, Any], int, dict[str, int]]:
-    """HIGH deliveries' acceptance times, how many HIGH were ever deferred, and what is
-    still PENDING per priority."""
+@dataclass
+class _Stored:
+    high_created: dict[str, Any]  # HIGH delivery id -> accepted at
+    high_deferred: int  # HIGH deliveries ever deferred
+    deferrals: dict[str, int]  # deferred events per priority (claimed, then put back)
+    backlog: dict[str, int]  # still PENDING per priority
+
+
+async def _stored(service: Service) -> _Stored:
+    """What the database says about the run."""
+    high = delivery.c.priority == Priority.HIGH.value
+    deferred = delivery_event.c.kind == "deferred"
+    joined = delivery_event.join(delivery, delivery.c.id == delivery_event.c.delivery_id)
     async with service.db.engine.connect() as conn:
-        rows = await conn.execute(
-            sa.select(delivery.c.id, delivery.c.created_at).where(
-                delivery.c.priority == Priority.HIGH.value
-            )
-        )
-        high = {str(row.id): row.created_at for row in rows}
-        deferred = await conn.scalar(
+        rows = await conn.execute(sa.select(delivery.c.id, delivery.c.created_at).where(high))
+        high_deferred = await conn.scalar(
             sa.select(sa.func.count(sa.distinct(delivery_event.c.delivery_id)))
-            .join(delivery, delivery.c.id == delivery_event.c.delivery_id)
-            .where(delivery.c.priority == Priority.HIGH.value)
-            .where(delivery_event.c.kind == "deferred")
+            .select_from(joined)
+            .where(high, deferred)
+        )
+        deferrals = await conn.execute(
+            sa.select(delivery.c.priority, sa.func.count())
+            .select_from(joined)
+            .where(deferred)
+            .group_by(delivery.c.priority)
         )
         pending = await conn.execute(
             sa.select(delivery.c.priority, sa.func.count())
             .where(delivery.c.status == "PENDING")
             .group_by(delivery.c.priority)
         )
-        backlog = {priority: count for priority, count in pending}
-    return high, int(deferred or 0), backlog
+        return _Stored(
+            {str(row.id): row.created_at for row in rows},
+            int(high_deferred or 0),
+            {priority: count for priority, count in deferrals},
+            {priority: count for priority, count in pending},
+        )

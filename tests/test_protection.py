@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,21 @@ from bench.rate_scenario import (
 from pydantic import SecretStr
 
 from tests.helpers import eventually, post, put_type
-from tidings.dispatch.breaker import BreakerSettings
+from tidings.clock import utcnow
+from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.protection import BOUNDED_CLAIM_SECONDS, Protection
+from tidings.dispatch.ratelimit import LocalRateLimiter
 from tidings.intake.app import create_app
 from tidings.priorities import Priority
-from tidings.providers.registry import providers_from_settings
+from tidings.providers.registry import ProviderSet, providers_from_settings
+from tidings.providers.sink import NoopProvider
 from tidings.providers.smtp import SmtpAccount
 from tidings.service import Service
 from tidings.settings import RetrySettings, Settings
 from tidings.simulator.server import Simulator
 from tidings.simulator.smtp import SmtpServer
+from tidings.store.claims import ClaimedDelivery
 
 LIMIT = 50.0  # sends per second, of the account and of the simulated SendGrid
 RATE_RUN_SECONDS = 7.0
@@ -74,8 +80,50 @@ async def test_three_times_the_limit_is_sent_at_the_limit_and_never_above(
     # HIGH never waits: no HIGH delivery was ever put back for want of a token, and each
     # went out promptly (a loaded 2-core machine: claim, checks, render, HTTP).
     assert figures.high_deferred == 0
+    # Rate-limited work is not claimed only to be put back (DESIGN.md §5): a few deferrals
+    # when a claim outran the tokens, not a loop of them.
+    assert figures.deferrals.get("low", 0) <= figures.by_priority[Priority.LOW]
     assert figures.high_percentile(0.99) < 0.25
     assert max(figures.high_latencies) < 0.5
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _claimed(channel: str, category: str) -> ClaimedDelivery:
+    return ClaimedDelivery(
+        uuid.uuid4(), uuid.uuid4(), channel, "a@example.com", "low", category, 1, utcnow(),
+        "promo", {}, None, None,
+    )  # fmt: skip
+
+
+async def test_after_putting_work_back_a_lane_claims_only_what_has_tokens() -> None:
+    """With an unlimited account on another channel a lane cannot bound its claims by
+    tokens; once a claim had to be put back it does, for a while, so that a backlog for
+    the limited account is not claimed and put back in a loop."""
+    clock = FakeClock()
+    noop = NoopProvider()
+    providers = ProviderSet(
+        {"sg": noop, "sink": noop}, {"email": ["sg"], "sms": ["sink"], "push": ["sink"]}
+    )
+    limiter = LocalRateLimiter({"sg": 10.0}, burst_seconds=0.5, clock=clock)
+    protection = Protection(providers, CircuitBreaker(clock=clock), limiter, {}, clock=clock)
+    low = Priority.LOW
+    assert protection.claimable(low, 50) == 50  # SMS and push rows could all be sent
+
+    admission = await protection.admit([_claimed("email", "marketing")] * 10, low)
+    assert admission.send and admission.defer
+    assert protection.claimable(low, 50) == 0
+    assert 0 < protection.claim_pause(low) <= BOUNDED_CLAIM_SECONDS
+    clock.now += 1 / (10 * 0.6)  # LOW's share refills one token
+    assert protection.claimable(low, 50) == 1
+    clock.now += BOUNDED_CLAIM_SECONDS
+    assert protection.claimable(low, 50) == 50
 
 
 # --- Outage -------------------------------------------------------------------------------
