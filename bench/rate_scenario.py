@@ -164,7 +164,7 @@ class RateFigures:
         return statistics.median(self.per_second_buckets)
 
     def high_percentile(self, q: float) -> float:
-        return _percentile(self.high_latencies, q)
+        return percentile(self.high_latencies, q)
 
     def lines(self) -> list[str]:
         return [
@@ -180,12 +180,12 @@ class RateFigures:
             f"({len(self.high_latencies)} HIGH; {self.high_deferred} ever deferred)",
             f"deferred for want of a token (claimed, put back): {self.deferrals}",
             f"backlog at the end: {self.backlog}",
-            f"event loop lag: p50 {_percentile(self.loop_lags, 0.5) * 1000:.0f} ms, "
-            f"p99 {_percentile(self.loop_lags, 0.99) * 1000:.0f} ms",
+            f"event loop lag: p50 {percentile(self.loop_lags, 0.5) * 1000:.0f} ms, "
+            f"p99 {percentile(self.loop_lags, 0.99) * 1000:.0f} ms",
         ]
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
