@@ -100,14 +100,14 @@ def _per_tick(per_second: int, tick: int) -> int:
     return (step + 1) * per_second // ticks - step * per_second // ticks
 
 
-async def offer(client: httpx.AsyncClient, seconds: float) -> int:
+async def offer(client: httpx.AsyncClient, seconds: float, mix: dict[Priority, int] = MIX) -> int:
     """Every tick: the HIGH ones one POST each (as OTPs come), the rest in one batch.
     Returns how many notifications were accepted."""
     started = time.monotonic()
     serial = accepted = 0
     for tick in range(round(seconds / TICK_SECONDS)):
         await asyncio.sleep(max(0.0, started + tick * TICK_SECONDS - time.monotonic()))
-        for _ in range(_per_tick(MIX[Priority.HIGH], tick)):
+        for _ in range(_per_tick(mix[Priority.HIGH], tick)):
             serial += 1
             item = _item(Priority.HIGH, serial)
             key = item.pop("idempotencyKey")
@@ -118,7 +118,7 @@ async def offer(client: httpx.AsyncClient, seconds: float) -> int:
             accepted += 1
         batch = []
         for priority in (Priority.NORMAL, Priority.LOW):
-            for _ in range(_per_tick(MIX[priority], tick)):
+            for _ in range(_per_tick(mix[priority], tick)):
                 serial += 1
                 batch.append(_item(priority, serial))
         if not batch:
@@ -197,6 +197,7 @@ class RateRun:
     limit: float
     seconds: float
     warmup: float = 1.0  # the first second (the buckets start full) is not measured
+    mix: dict[Priority, int] = field(default_factory=lambda: dict(MIX))
 
 
 async def run_rate(
@@ -211,7 +212,7 @@ async def run_rate(
     probe = asyncio.create_task(_loop_lag(lags, stop))
     try:
         started = time.time()
-        accepted = await offer(client, run.seconds)
+        accepted = await offer(client, run.seconds, run.mix)
         ended = time.time()
     finally:
         stop.set()
