@@ -1,4 +1,4 @@
-.PHONY: serve test lint bench format
+.PHONY: serve test lint bench bench-rate format
 
 serve:  ## run tidings on the embedded default (SQLite, API + dispatcher in one process)
 	scripts/venv.sh
@@ -21,3 +21,9 @@ bench:  ## benchmarks on PostgreSQL; writes docs/benchmarks.md
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench
+	.venv/bin/python -m bench.rate
+
+bench-rate:  ## the rate-limit run alone (30 s); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.rate

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import tidings
+from bench import sections
 
 
 @dataclass
@@ -186,8 +187,11 @@ Command (from the repository root):
 
 
 def write(path: Path, measurements: Sequence[Measurement], info: RunInfo) -> None:
+    """The document, keeping the sections other benches wrote (``bench.sections``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(document(measurements, info))
+    others = sections.kept(path.read_text()) if path.exists() else ""
+    text = document(measurements, info)
+    path.write_text(f"{text.rstrip()}\n\n{others}" if others else text)
 
 
 def now() -> datetime:

@@ -4,11 +4,20 @@ DESIGN.md §1.4 and §5: per account rate limits are never exceeded (a lane clai
 it has tokens for), a failing account trips its breaker, transactional email and SMS fail
 over down their channel's chain, and each account has its own limit of requests in flight
 so that a slow provider stalls only itself.
+
+A lane claims for every channel, so while any primary account is unlimited (the sink, a
+push project without a rate) it cannot bound a claim by tokens, and a backlog for a
+rate-limited account would be claimed and put back in a loop (hundreds of rows a second
+for a few sent, each a write, and CPU that HIGH's sends then wait for). So once a claim put
+work back for want of a token, the lane claims for a while (``BOUNDED_CLAIM_SECONDS``) only
+as many as the rate-limited accounts have tokens for; rows for unlimited accounts still come
+with those claims (oldest first), and a full claim comes again when the while is over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +30,9 @@ from tidings.providers.registry import ProviderSet
 from tidings.settings import Settings
 from tidings.store.claims import ClaimedDelivery
 
+# How long a lane bounds its claims by tokens after a claim put work back for want of one.
+BOUNDED_CLAIM_SECONDS = 0.5
+
 
 @dataclass
 class Protection:
@@ -28,7 +40,10 @@ class Protection:
     breaker: CircuitBreaker
     limiter: RateLimiter
     bulkheads: dict[str, asyncio.Semaphore]
+    clock: Callable[[], float] = time.monotonic
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
+    # Per priority: until when claims are bounded by tokens, and the accounts that ran out.
+    _bounded: dict[Priority, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, providers: ProviderSet, settings: Settings) -> Protection:
@@ -48,22 +63,47 @@ class Protection:
         return {chain[0] for chain in self.providers.chains.values() if chain}
 
     def claimable(self, priority: Priority, wanted: int) -> int:
-        """How many deliveries a lane may claim: no more than its accounts have tokens."""
+        """How many deliveries a lane may claim: no more than its accounts have tokens
+        (any unlimited primary: ``wanted``, unless claims are bounded just now)."""
+        bounded = self._bounded_accounts(priority)
         total = 0
-        for account in self.primaries:
+        for account in self.primaries | (bounded or set()):
             available = self.limiter.available(account, priority)
             if available is None:
-                return wanted
+                if bounded is None:
+                    return wanted
+                continue
             total += available
         return min(wanted, total)
 
     def claim_pause(self, priority: Priority) -> float:
-        return claim_pause(self.limiter, priority, self.primaries)
+        bounded = self._bounded_accounts(priority)
+        if bounded is None:
+            return claim_pause(self.limiter, priority, self.primaries)
+        limited = [
+            account
+            for account in self.primaries | bounded
+            if self.limiter.available(account, priority) is not None
+        ]
+        until, _accounts = self._bounded[priority]
+        wait = claim_pause(self.limiter, priority, limited) if limited else 0.0
+        return min(wait, max(0.0, until - self.clock()))
+
+    def _bounded_accounts(self, priority: Priority) -> frozenset[str] | None:
+        """The accounts that ran out of tokens while claims are bounded, else None."""
+        found = self._bounded.get(priority)
+        if found is None or found[0] <= self.clock():
+            return None
+        return found[1]
 
     async def admit(
         self, deliveries: Sequence[ClaimedDelivery], priority: Priority
     ) -> Admission[ClaimedDelivery]:
-        return await admit(deliveries, priority, self._target, self.breaker, self.limiter)
+        admission = await admit(deliveries, priority, self._target, self.breaker, self.limiter)
+        short = frozenset(wait.account for _, wait in admission.defer if wait.account)
+        if short:
+            self._bounded[priority] = (self.clock() + BOUNDED_CLAIM_SECONDS, short)
+        return admission
 
     def _target(self, delivery: ClaimedDelivery) -> Target:
         return Target(

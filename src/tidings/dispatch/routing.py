@@ -51,6 +51,7 @@ class Send:
 class Defer:
     until_seconds: float  # from now
     reason: str  # "breaker_open" or "rate_limited"
+    account: str | None = None  # rate_limited: the account without a token
 
 
 Route = Send | Defer
@@ -125,5 +126,5 @@ async def admit(
             continue
         breaker.cancel(account)  # a reserved half-open probe is not going out
         wait = max(limiter.next_token_in(account, priority), min_rate_defer)
-        admission.defer.append((item, Defer(wait, "rate_limited")))
+        admission.defer.append((item, Defer(wait, "rate_limited", account)))
     return admission
