@@ -9,9 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jinja2 import UndefinedError
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
 from tidings.content.locales import fallback_chain
+from tidings.content.render import TEXT, compile_part
 from tidings.content.sms import segments
 from tidings.providers.sink import SinkProvider
 from tidings.service import Service
@@ -214,10 +218,10 @@ async def test_a_batch_refuses_only_the_items_without_a_template(
 
 
 def test_the_fallback_chain() -> None:
-    assert fallback_chain("pt-BR", "es") == ["pt-BR", "pt", "es", "en"]
-    assert fallback_chain("pt_br", None) == ["pt-BR", "pt", "en"]
-    assert fallback_chain(None, "es") == ["es", "en"]
-    assert fallback_chain("en-GB", "en") == ["en-GB", "en"]
+    assert fallback_chain("pt-BR", "es") == ("pt-BR", "pt", "es", "en")
+    assert fallback_chain("pt_br", None) == ("pt-BR", "pt", "en")
+    assert fallback_chain(None, "es") == ("es", "en")
+    assert fallback_chain("en-GB", "en") == ("en-GB", "en")
 
 
 @pytest.mark.parametrize(
@@ -365,3 +369,44 @@ async def test_preview_shows_each_channels_error(client: httpx.AsyncClient) -> N
     assert "no template" in channels["sms"]["error"]
     missing = await client.post("/v1/templates/preview", json={"type": "nope"})
     assert missing.status_code == 404
+
+
+# The fast path for plain ``{{ name }}`` templates renders exactly what Jinja2 renders.
+
+_NAMES = st.sampled_from(["order", "name", "total", "missing", "range", "user"])
+_TEXT = st.text(alphabet=st.characters(blacklist_characters="{}%#"), max_size=20)
+_VALUES = st.one_of(
+    st.none(), st.integers(), st.floats(allow_nan=False), st.text(max_size=10), st.just("<b>&")
+)
+
+
+@given(
+    pieces=st.lists(st.one_of(_TEXT, _NAMES.map(lambda n: "{{ " + n + " }}")), max_size=8),
+    values=st.dictionaries(st.sampled_from(["order", "name", "total", "user"]), _VALUES),
+    html=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_plain_templates_render_as_jinja_renders_them(
+    pieces: list[str], values: dict[str, Any], html: bool
+) -> None:
+    source = "".join(pieces)
+    part = compile_part("text", source, html=html)
+    assert part.pieces is not None  # the fast path is taken
+    scope = {**TEXT.globals, **values}
+    try:
+        expected: str | Exception = part.template.render(scope)
+    except UndefinedError as error:
+        expected = error
+    try:
+        got: str | Exception = part.render(scope)
+    except UndefinedError as error:
+        got = error
+    if isinstance(expected, Exception):
+        assert isinstance(got, UndefinedError) and str(got) == str(expected)
+    else:
+        assert got == expected
+
+
+def test_other_templates_take_jinjas_path() -> None:
+    for source in ("{{ a.b }}", "{{ a | upper }}", "{% if a %}x{% endif %}", "{{ 'x' }}"):
+        assert compile_part("text", source).pieces is None

@@ -7,6 +7,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from tidings.singleflight import SingleFlight
 from tidings.store import registry
 from tidings.store.engine import Database
 
@@ -21,6 +22,7 @@ class TypeCatalog:
         self.max_age = max_age
         self._types: dict[str, dict[str, Any]] = {}
         self._loaded_at = float("-inf")
+        self._reload_once = SingleFlight(self._reload)
         self.version = 0  # bumped on every reload, for caches derived from the types
 
     async def get(self, names: Collection[str]) -> dict[str, dict[str, Any]]:
@@ -36,6 +38,10 @@ class TypeCatalog:
         return self._types
 
     async def reload(self) -> None:
+        """Read every type; concurrent callers share one read."""
+        await self._reload_once()
+
+    async def _reload(self) -> None:
         self._types = await registry.all_types(self.db)
         self._loaded_at = time.monotonic()
         self.version += 1

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 from tidings.content.render import CompiledTemplate, compile_row
+from tidings.singleflight import SingleFlight
 from tidings.store import templates
 from tidings.store.engine import Database
 
@@ -25,8 +26,13 @@ class TemplateCatalog:
         self._newest: dict[Key, CompiledTemplate] = {}
         self._compiled: dict[uuid.UUID, CompiledTemplate] = {}
         self._loaded_at = float("-inf")
+        self._reload_once = SingleFlight(self._reload)
 
     async def reload(self) -> None:
+        """Read the newest versions; concurrent callers share one read."""
+        await self._reload_once()
+
+    async def _reload(self) -> None:
         newest: dict[Key, CompiledTemplate] = {}
         for row in await templates.latest_all(self.db):
             compiled = self._compiled.get(row["id"]) or compile_row(row)
@@ -53,8 +59,8 @@ class TemplateCatalog:
     async def resolve(
         self, type_name: str, channel: str, locales: Sequence[str]
     ) -> CompiledTemplate | None:
-        """Like ``find``, reloading first when the cache is stale or misses."""
-        await self.refresh_if_stale()
+        """Like ``find``, reloading when it misses (the dispatcher refreshes the cache every
+        few seconds, so that new versions are used)."""
         found = self.find(type_name, channel, locales)
         if found is None:
             await self.reload()

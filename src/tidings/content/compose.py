@@ -50,7 +50,9 @@ async def compose(
 ) -> Rendered:
     """The rendered content, or ``RenderError`` (no template, render failure, over a limit)."""
     chain = fallback_chain(locale, type_default_locale)
-    template = await catalog.resolve(type_name, channel, chain)
+    template = catalog.find(type_name, channel, chain) or await catalog.resolve(
+        type_name, channel, chain
+    )
     if template is None:
         raise RenderError(f"no template for {type_name} on {channel} ({', '.join(chain)})")
     content = template.render(context)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 LAST_RESORT = "en"
 
 
@@ -12,7 +14,8 @@ def normalise(locale: str) -> str:
     return "-".join([head, *(p.upper() if len(p) == 2 else p for p in rest)])
 
 
-def fallback_chain(requested: str | None, type_default: str | None) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def fallback_chain(requested: str | None, type_default: str | None) -> tuple[str, ...]:
     """exact (``pt-BR``) -> language (``pt``) -> the type's default locale -> ``en``."""
     chain: list[str] = []
     if requested:
@@ -21,4 +24,4 @@ def fallback_chain(requested: str | None, type_default: str | None) -> list[str]
     if type_default:
         chain.append(normalise(type_default))
     chain.append(LAST_RESORT)
-    return list(dict.fromkeys(chain))
+    return tuple(dict.fromkeys(chain))

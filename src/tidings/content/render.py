@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, nodes
+from jinja2 import StrictUndefined, TemplateError, UndefinedError, nodes
 from jinja2 import Template as JinjaTemplate
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from markupsafe import escape
 
 from tidings.providers.base import Content
 
@@ -43,7 +44,7 @@ TEXT = _environment(autoescape=False)
 HTML = _environment(autoescape=True)
 
 
-def compile_part(part: str, source: str, *, html: bool = False) -> JinjaTemplate:
+def compile_part(part: str, source: str, *, html: bool = False) -> Part:
     """Compile one part (``subject``, ``text``, ``html``, ``data.<key>``) or raise
     ``TemplateRejected`` saying what is wrong and where."""
     env = HTML if html else TEXT
@@ -54,7 +55,56 @@ def compile_part(part: str, source: str, *, html: bool = False) -> JinjaTemplate
         where = f" (line {line})" if line else ""
         raise TemplateRejected(part, f"{error}{where}") from None
     _refuse_private_names(part, tree)
-    return env.from_string(tree)
+    return Part(env.from_string(tree), _plain_pieces(tree), html)
+
+
+class Part:
+    """One compiled part. Most parts are text with plain ``{{ name }}`` substitutions; those
+    render by a direct lookup that gives what Jinja2 gives (the same text, the same
+    escaping, the same error for an undefined name) at a fraction of the cost of building a
+    Jinja2 context. Everything else renders through Jinja2."""
+
+    __slots__ = ("html", "pieces", "template")
+
+    def __init__(
+        self, template: JinjaTemplate, pieces: list[tuple[str, bool]] | None, html: bool
+    ) -> None:
+        self.template = template
+        self.pieces = pieces  # (literal text, False) or (variable name, True)
+        self.html = html
+
+    def render(self, scope: dict[str, Any]) -> str:
+        """``scope`` must hold the environment's globals too (see ``CompiledTemplate``)."""
+        if self.pieces is None:
+            context = self.template.new_context(scope, shared=True)  # documented API
+            return "".join(self.template.root_render_func(context))
+        out = []
+        for text, is_name in self.pieces:
+            if not is_name:
+                out.append(text)
+                continue
+            try:
+                value = scope[text]
+            except KeyError:
+                raise UndefinedError(f"{text!r} is undefined") from None
+            out.append(escape(value) if self.html else str(value))
+        return "".join(out)
+
+
+def _plain_pieces(tree: nodes.Template) -> list[tuple[str, bool]] | None:
+    """The pieces of a template that is only text and ``{{ name }}``, else None."""
+    pieces: list[tuple[str, bool]] = []
+    for statement in tree.body:
+        if not isinstance(statement, nodes.Output):
+            return None
+        for node in statement.nodes:
+            if isinstance(node, nodes.TemplateData):
+                pieces.append((node.data, False))
+            elif isinstance(node, nodes.Name) and node.ctx == "load":
+                pieces.append((node.name, True))
+            else:
+                return None
+    return pieces
 
 
 def _refuse_private_names(part: str, tree: nodes.Template) -> None:
@@ -83,18 +133,20 @@ class CompiledTemplate:
     channel: str
     locale: str
     version: int
-    subject: JinjaTemplate | None
-    text: JinjaTemplate | None
-    html: JinjaTemplate | None
-    data: dict[str, JinjaTemplate] = field(default_factory=dict)
+    subject: Part | None
+    text: Part | None
+    html: Part | None
+    data: dict[str, Part] = field(default_factory=dict)
 
     def render(self, variables: dict[str, Any]) -> Content:
+        # The environment's globals (range, dict, ...) merged once for every part.
+        scope = {**TEXT.globals, **variables}
         try:
             return Content(
-                subject=_render(self.subject, variables),
-                text=_render(self.text, variables) or "",
-                html=_render(self.html, variables),
-                data={key: t.render(variables) for key, t in self.data.items()},
+                subject=_render(self.subject, scope),
+                text=_render(self.text, scope) or "",
+                html=_render(self.html, scope),
+                data={key: part.render(scope) for key, part in self.data.items()},
             )
         except TemplateError as error:  # StrictUndefined, SecurityError, filter errors
             raise RenderError(f"{type(error).__name__}: {error}") from None
@@ -102,8 +154,8 @@ class CompiledTemplate:
             raise RenderError(f"{type(error).__name__}: {error}") from None
 
 
-def _render(template: JinjaTemplate | None, variables: dict[str, Any]) -> str | None:
-    return None if template is None else template.render(variables)
+def _render(part: Part | None, scope: dict[str, Any]) -> str | None:
+    return None if part is None else part.render(scope)
 
 
 def compile_row(row: dict[str, Any]) -> CompiledTemplate:
@@ -122,5 +174,5 @@ def compile_row(row: dict[str, Any]) -> CompiledTemplate:
     )
 
 
-def _optional(part: str, source: str | None, *, html: bool = False) -> JinjaTemplate | None:
+def _optional(part: str, source: str | None, *, html: bool = False) -> Part | None:
     return None if source is None else compile_part(part, source, html=html)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -144,7 +144,8 @@ async def attempt(
     outcome = await _send(
         claimed, message, provider, account, rules, send_timeout, rng, now, report
     )
-    return replace(outcome, template_version=version)
+    outcome.template_version = version
+    return outcome
 
 
 async def _send(
@@ -169,7 +170,7 @@ async def _send(
             claimed, rules, error.kind, str(error), rng, now, error.retry_after, name
         )
         if error.effect is not None and outcome.status is Status.FAILED:
-            return replace(outcome, effect=error.effect.value, effect_reason=error.reason)
+            outcome.effect, outcome.effect_reason = error.effect.value, error.reason
         return outcome
     except TimeoutError as error:
         report(error)

@@ -42,6 +42,7 @@ class Protection:
     bulkheads: dict[str, asyncio.Semaphore]
     clock: Callable[[], float] = time.monotonic
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
+    _targets: dict[tuple[str, str], Target] = field(default_factory=dict)
     # Per priority: until when claims are bounded by tokens, and the accounts that ran out.
     _bounded: dict[Priority, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
@@ -106,11 +107,12 @@ class Protection:
         return admission
 
     def _target(self, delivery: ClaimedDelivery) -> Target:
-        return Target(
-            Channel(delivery.channel),
-            Category(delivery.category),
-            self.providers.chain(delivery.channel),
-        )
+        key = (delivery.channel, delivery.category)
+        found = self._targets.get(key)
+        if found is None:
+            chain = self.providers.chain(delivery.channel)
+            found = self._targets[key] = Target(Channel(key[0]), Category(key[1]), chain)
+        return found
 
     def bulkhead(self, account: str) -> asyncio.Semaphore:
         found = self.bulkheads.get(account)

@@ -44,4 +44,5 @@ class TypeCache:
         self._version = self.catalog.version
 
     def rules(self, type_name: str) -> TypeRules:
-        return self._rules.get(type_name, TypeRules(self.default_retry, None))
+        found = self._rules.get(type_name)
+        return found if found is not None else TypeRules(self.default_retry, None)
