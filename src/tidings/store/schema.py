@@ -243,3 +243,14 @@ provider_state = sa.Table(
     sa.Column("state", JSONDoc, nullable=False),
     _ts("updated_at", nullable=False),
 )
+
+webhook_seen = sa.Table(
+    "webhook_seen",
+    metadata,
+    # Provider events already applied (SendGrid's sg_event_id, a Twilio sid + status), so a
+    # retried webhook changes nothing. Pruned after a few days: providers retry for one.
+    sa.Column("provider", sa.String(100), primary_key=True),
+    sa.Column("event_id", sa.String(255), primary_key=True),
+    _ts("at", nullable=False),
+    sa.Index("ix_webhook_seen_at", "at"),
+)
