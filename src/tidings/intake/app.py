@@ -19,12 +19,15 @@ from tidings.intake import (
     routes_suppressions,
     routes_templates,
     routes_unsubscribe,
+    routes_webhooks,
 )
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.limits import BodySizeLimit
 from tidings.intake.schemas import BatchIn
 from tidings.service import Service
+
+WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
 
 
 def create_app(service: Service) -> FastAPI:
@@ -45,12 +48,15 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(routes_providers.router)
     app.include_router(routes_deadletters.router)
     app.include_router(routes_unsubscribe.router)
+    app.include_router(routes_webhooks.router)
     app.include_router(routes_health.router)
     settings = service.settings
     app.add_middleware(
         BodySizeLimit,
         limit=settings.max_body_bytes,
         limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
+        # SendGrid posts events in batches of up to about 768 KB.
+        limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES},
     )
     _document_batch_body(app)
     return app

@@ -16,18 +16,32 @@ class BodyTooLarge(HTTPException):
 
 
 class BodySizeLimit:
-    """Answer 413 to a body over ``limit`` bytes (``limits_by_path`` overrides per path)."""
+    """Answer 413 to a body over ``limit`` bytes (``limits_by_path`` overrides per path,
+    ``limits_by_prefix`` per path prefix)."""
 
-    def __init__(self, app: ASGIApp, limit: int, limits_by_path: dict[str, int]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        limits_by_path: dict[str, int],
+        limits_by_prefix: dict[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
         self.limits_by_path = limits_by_path
+        self.limits_by_prefix = limits_by_prefix or {}
+
+    def limit_for(self, path: str) -> int:
+        if path in self.limits_by_path:
+            return self.limits_by_path[path]
+        prefixed = (n for prefix, n in self.limits_by_prefix.items() if path.startswith(prefix))
+        return next(prefixed, self.limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limits_by_path.get(scope["path"], self.limit)
+        limit = self.limit_for(scope["path"])
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _too_large(send, limit)

@@ -57,8 +57,12 @@ Account = Annotated[
 ]
 
 
-def build_provider(name: str, account: AccountSettings, outbox_dir: Path) -> Provider:
-    """The provider of account ``name``; its name is what deliveries record."""
+def build_provider(
+    name: str, account: AccountSettings, outbox_dir: Path, public_url: str | None = None
+) -> Provider:
+    """The provider of account ``name``; its name is what deliveries record.
+
+    ``public_url`` is where providers reach tidings (Twilio's default status callback)."""
     provider: Provider
     match account:
         case SinkAccount():
@@ -72,7 +76,7 @@ def build_provider(name: str, account: AccountSettings, outbox_dir: Path) -> Pro
         case SendGridAccount():
             provider = SendGridProvider(name, account)
         case TwilioAccount():
-            provider = TwilioProvider(name, account)
+            provider = TwilioProvider(name, account, public_url=public_url)
         case FcmAccount():
             provider = FcmProvider(name, account)
         case ApnsAccount():

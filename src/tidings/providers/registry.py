@@ -78,7 +78,7 @@ def providers_from_settings(settings: Settings) -> ProviderSet:
         if name not in accounts:
             accounts[name] = settings.accounts.get(name) or builtin_account(name)
     providers = {
-        name: build_provider(name, account, settings.outbox_dir)
+        name: build_provider(name, account, settings.outbox_dir, settings.public_url)
         for name, account in accounts.items()
     }
     return ProviderSet(providers, chains, accounts)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import httpx
-from pydantic import SecretStr
+from pydantic import SecretStr, field_validator
 
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
@@ -31,6 +31,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.retry_after import parse_retry_after
+from tidings.tracking.sendgrid_webhook import load_public_key
 
 # Seconds before retrying after a credentials error (configuration, fixed by an operator).
 CREDENTIALS_RETRY_AFTER = 300.0
@@ -57,6 +58,16 @@ class SendGridAccount(AccountSettings):
     base_url: str = "https://api.sendgrid.com"
     from_email: str
     from_name: str | None = None
+    # The Event Webhook's verification key (base64 DER SubjectPublicKeyInfo, as SendGrid's
+    # settings show it). Unset: tidings refuses this account's webhooks (never unsigned).
+    event_webhook_public_key: str | None = None
+
+    @field_validator("event_webhook_public_key")
+    @classmethod
+    def _key_loads(cls, value: str | None) -> str | None:
+        if value is not None:
+            load_public_key(value)  # refuse a bad key at start-up, not at the first webhook
+        return value
 
 
 class SendGridProvider:

@@ -8,6 +8,7 @@ message JSON (its ``sid`` is our provider message id); errors are JSON
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 from pydantic import Field, SecretStr, model_validator
@@ -49,7 +50,8 @@ class TwilioAccount(AccountSettings):
     from_number: str | None = None
     messaging_service_sid: str | None = Field(default=None, pattern=r"^MG[0-9a-fA-F]{32}$")
     base_url: str = "https://api.twilio.com"
-    # Where Twilio posts status changes: tidings' public URL + /v1/webhooks/twilio.
+    # Where Twilio posts status changes. Unset: {public_url}/v1/webhooks/twilio/{account name}
+    # when tidings knows its public URL (the signature covers this exact URL).
     status_callback_url: str | None = None
 
     @model_validator(mode="after")
@@ -58,9 +60,10 @@ class TwilioAccount(AccountSettings):
 
 
 class TwilioProvider:
-    def __init__(self, name: str, account: TwilioAccount) -> None:
+    def __init__(self, name: str, account: TwilioAccount, *, public_url: str | None = None) -> None:
         self.name = name
         self.account = account
+        self.status_callback = account.status_callback_url or default_callback(public_url, name)
         self._url = (
             f"{account.base_url.rstrip('/')}/2010-04-01/Accounts/{account.account_sid}"
             "/Messages.json"
@@ -100,8 +103,8 @@ class TwilioProvider:
         else:
             assert self.account.from_number is not None
             form["From"] = self.account.from_number
-        if self.account.status_callback_url:
-            form["StatusCallback"] = self.account.status_callback_url
+        if self.status_callback:
+            form["StatusCallback"] = self.status_callback
         if message.ttl_seconds is not None:
             validity = min(max(message.ttl_seconds, 1), MAX_VALIDITY_SECONDS)
             form["ValidityPeriod"] = str(validity)
@@ -109,6 +112,13 @@ class TwilioProvider:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def default_callback(public_url: str | None, name: str) -> str | None:
+    """tidings' status callback route for account ``name`` (see routes_webhooks)."""
+    if not public_url:
+        return None
+    return f"{public_url.rstrip('/')}/v1/webhooks/twilio/{quote(name, safe='')}"
 
 
 def classify(response: httpx.Response) -> ProviderError:

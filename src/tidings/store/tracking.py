@@ -1,0 +1,171 @@
+"""Applying provider events (webhooks) to deliveries: one transaction per webhook call.
+
+Set-based: a SendGrid batch of a thousand events is a handful of statements. A provider's
+event id is inserted into ``webhook_seen`` first; an event whose id was already there (a
+retried webhook, or one racing it) is skipped. Statuses only move forward along the state
+machine, so callbacks arriving out of order never undo what a later one said.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from tidings.ids import new_id
+from tidings.policy.suppression import canonical_address
+from tidings.states import TRANSITIONS, Status
+from tidings.store.engine import Database
+from tidings.store.schema import delivery, delivery_event, suppression, webhook_seen
+from tidings.store.upsert import insert
+from tidings.tracking.events import Tracked
+
+# Providers retry a webhook for up to a day (SendGrid: 24 h); ids are kept a while longer.
+SEEN_RETENTION = timedelta(days=3)
+# Statuses applied in this order, so that "delivered" then "bounced" in one batch ends BOUNCED.
+_FORWARD = (Status.DELIVERED, Status.BOUNCED)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one webhook call did (the response body says it, tests check it)."""
+
+    applied: int  # events matched to a delivery and recorded
+    duplicates: int  # already seen: skipped
+    unmatched: int  # no delivery of ours: ignored
+
+
+@dataclass(frozen=True)
+class _Target:
+    id: uuid.UUID
+    channel: str
+    address: str
+
+
+async def apply(
+    db: Database, provider: str, channel: str, items: Sequence[Tracked], now: datetime
+) -> Applied:
+    """Record ``items`` (events of account ``provider`` on ``channel``) in one transaction."""
+    async with db.engine.begin() as conn:
+        fresh = await _unseen(db, conn, provider, items, now)
+        targets = await _resolve(conn, provider, channel, fresh)
+        matched = [(item, targets[i]) for i, item in enumerate(fresh) if i in targets]
+        if matched:
+            await _record(db, conn, matched, now)
+    return Applied(len(matched), len(items) - len(fresh), len(fresh) - len(matched))
+
+
+async def _unseen(
+    db: Database, conn: AsyncConnection, provider: str, items: Sequence[Tracked], now: datetime
+) -> list[Tracked]:
+    """``items`` without the events whose id is already in ``webhook_seen`` (or repeated)."""
+    await conn.execute(sa.delete(webhook_seen).where(webhook_seen.c.at < now - SEEN_RETENTION))
+    ids = list(dict.fromkeys(item.event_id for item in items if item.event_id))
+    new: set[str] = set()
+    if ids:
+        rows = [{"provider": provider, "event_id": event_id, "at": now} for event_id in ids]
+        statement = (
+            insert(db, webhook_seen)
+            .values(rows)
+            .on_conflict_do_nothing()
+            .returning(webhook_seen.c.event_id)
+        )
+        new = set((await conn.execute(statement)).scalars())
+    fresh = []
+    for item in items:
+        if item.event_id is None:
+            fresh.append(item)
+        elif item.event_id in new:
+            new.discard(item.event_id)  # the first of repeats within the batch only
+            fresh.append(item)
+    return fresh
+
+
+async def _resolve(
+    conn: AsyncConnection, provider: str, channel: str, items: Sequence[Tracked]
+) -> dict[int, _Target]:
+    """Index in ``items`` -> its delivery: by our delivery id, else by the provider's id."""
+    columns = (delivery.c.id, delivery.c.channel, delivery.c.address, delivery.c.provider_msg_id)
+    ids = {item.key.delivery_id for item in items if item.key.delivery_id}
+    msg_ids = {item.key.provider_msg_id for item in items if item.key.provider_msg_id}
+    by_id: dict[uuid.UUID, _Target] = {}
+    by_msg: dict[str, _Target] = {}
+    if ids:
+        query = sa.select(*columns).where(delivery.c.id.in_(ids), delivery.c.channel == channel)
+        by_id = {
+            row.id: _Target(row.id, row.channel, row.address) for row in await conn.execute(query)
+        }
+    if msg_ids:
+        query = sa.select(*columns).where(
+            delivery.c.provider == provider,
+            delivery.c.provider_msg_id.in_(msg_ids),
+            delivery.c.channel == channel,
+        )
+        by_msg = {
+            row.provider_msg_id: _Target(row.id, row.channel, row.address)
+            for row in await conn.execute(query)
+        }
+    resolved = {}
+    for index, item in enumerate(items):
+        target = by_id.get(item.key.delivery_id) if item.key.delivery_id else None
+        if target is None and item.key.provider_msg_id:
+            target = by_msg.get(item.key.provider_msg_id)
+        if target is not None:
+            resolved[index] = target
+    return resolved
+
+
+async def _record(
+    db: Database,
+    conn: AsyncConnection,
+    matched: Sequence[tuple[Tracked, _Target]],
+    now: datetime,
+) -> None:
+    events = [
+        {"id": new_id(), "delivery_id": t.id, "kind": i.kind, "at": i.at, "detail": i.detail}
+        for i, t in matched
+    ]
+    await conn.execute(sa.insert(delivery_event), events)
+    for status in _FORWARD:
+        await _move(conn, {t.id for i, t in matched if i.status == status}, status, now)
+    await _suppress(db, conn, [(t, i.suppress) for i, t in matched if i.suppress], now)
+
+
+async def _move(conn: AsyncConnection, ids: set[uuid.UUID], status: Status, now: datetime) -> None:
+    """Move ``ids`` to ``status`` where the state machine allows it; the rest stay."""
+    if not ids:
+        return
+    sources = [s.value for s, targets in TRANSITIONS.items() if status in targets]
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.id.in_(ids), delivery.c.status.in_(sources))
+        .values(status=status.value, updated_at=now)
+    )
+    await conn.execute(statement)
+
+
+async def _suppress(
+    db: Database, conn: AsyncConnection, wanted: Sequence[tuple[_Target, str]], now: datetime
+) -> None:
+    """Suppress the delivered-to addresses (a later reason replaces an earlier one)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for target, reason in wanted:
+        address = canonical_address(target.channel, target.address)
+        rows[(target.channel, address)] = {
+            "channel": target.channel,
+            "address": address,
+            "reason": reason,
+            "created_at": now,
+        }
+    if not rows:
+        return
+    statement = insert(db, suppression).values(list(rows.values()))
+    statement = statement.on_conflict_do_update(
+        index_elements=["channel", "address"], set_={"reason": statement.excluded.reason}
+    )
+    await conn.execute(statement)
