@@ -48,27 +48,39 @@ async def _refuse_without_templates(
     channel): DESIGN.md §6, rule 1. One reload at most per request or batch."""
     catalog = service.templates
     await catalog.refresh_if_stale()
-    if any(_missing_template(r, catalog, context) for r in results):
-        await catalog.reload()
-    for index, result in enumerate(results):
-        missing = _missing_template(result, catalog, context)
-        if missing is not None:
-            results[index] = missing
+    # A batch's items share a few (type, locale, channels) shapes: judge each shape once.
+    shapes = {
+        index: _shape(result)
+        for index, result in enumerate(results)
+        if isinstance(result, NotificationDraft)
+    }
+    verdicts = {shape: _missing(shape, catalog, context) for shape in set(shapes.values())}
+    if any(verdicts.values()):
+        await catalog.reload()  # uploaded a moment ago, maybe through another process
+        verdicts = {shape: _missing(shape, catalog, context) for shape in verdicts}
+    for index, shape in shapes.items():
+        refused = verdicts[shape]
+        if refused is not None:
+            results[index] = refused
 
 
-def _missing_template(
-    result: ItemResult | NotificationDraft, catalog: TemplateCatalog, context: IntakeContext
-) -> ItemError | None:
-    if not isinstance(result, NotificationDraft):
-        return None
-    chain = fallback_chain(result.locale, context.types[result.type].get("default_locale"))
+Shape = tuple[str, str | None, tuple[str, ...]]
+
+
+def _shape(draft: NotificationDraft) -> Shape:
     # Deliveries skipped already (no address) need no words.
-    pending = (str(d.channel) for d in result.deliveries if d.status is Status.PENDING)
-    for channel in dict.fromkeys(pending):
-        if catalog.find(result.type, channel, chain) is None:
+    pending = (str(d.channel) for d in draft.deliveries if d.status is Status.PENDING)
+    return draft.type, draft.locale, tuple(dict.fromkeys(pending))
+
+
+def _missing(shape: Shape, catalog: TemplateCatalog, context: IntakeContext) -> ItemError | None:
+    type_name, locale, channels = shape
+    chain = fallback_chain(locale, context.types[type_name].get("default_locale"))
+    for channel in channels:
+        if catalog.find(type_name, channel, chain) is None:
             return ItemError(
                 "no_template",
-                f"no template can serve channel '{channel}' of type {result.type!r} "
+                f"no template can serve channel '{channel}' of type {type_name!r} "
                 f"(locales tried: {', '.join(chain)})",
                 "channels",
             )
