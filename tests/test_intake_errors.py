@@ -152,14 +152,26 @@ notification_like = st.fixed_dictionaries(
         "type": st.sampled_from(["order.confirmed", "nope", ""]) | st.text(max_size=5),
         "userId": json_values,
         "to": st.fixed_dictionaries(
-            {}, optional={"email": json_values, "phone": json_values, "deviceTokens": json_values}
+            {},
+            optional={
+                "email": json_values,
+                "phone": json_values,
+                "deviceTokens": json_values,
+                "webhookUrl": st.sampled_from(["https://h.example/x", "ftp://x", "nohost"])
+                | json_values,
+            },
         )
         | json_values,
         "data": json_values,
-        "channels": st.lists(st.sampled_from(["email", "sms", "push", "fax"])) | json_values,
+        "channels": st.lists(st.sampled_from(["email", "sms", "push", "webhook", "fax"]))
+        | json_values,
         "priority": st.sampled_from(["high", "normal", "low", "urgent"]) | json_values,
         "sendAt": st.sampled_from([PAST, "2999-01-01T00:00:00Z", "soon"]) | json_values,
         "locale": json_values,
+        # template parts
+        "subject": st.sampled_from(["{{ x }}", "{{", "{% for %}", "{{ ''.__class__ }}"])
+        | json_values,
+        "text": st.sampled_from(["{{ x | upper }}", "{% if %}", "{{ x.y }}"]) | json_values,
     },
 )
 ENDPOINTS = [
@@ -170,6 +182,11 @@ ENDPOINTS = [
     ("POST", "/v1/devices"),
     ("PUT", "/v1/suppressions/email/a@example.com"),
     ("PUT", "/v1/users/u1/preferences"),
+    ("PUT", "/v1/templates/order.confirmed/email/en"),
+    ("PUT", "/v1/templates/order.confirmed/push/pt-BR"),
+    ("POST", "/v1/templates/preview"),
+    ("POST", "/v1/webhooks/sendgrid/nope"),
+    ("POST", "/v1/webhooks/twilio/nope"),
 ]
 
 

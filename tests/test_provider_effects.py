@@ -224,3 +224,38 @@ async def test_the_webhook_channel_posts_a_signed_body_and_drops_a_gone_endpoint
     assert received.payload["body"] == {"order": "9", "event": "order.paid"}
     assert received.idempotency_key == delivery["id"]  # webhook-id: the delivery id
     assert failed["deliveries"][0]["failureKind"] == "permanent"
+
+
+async def test_ios_tokens_go_through_apns_and_the_rest_through_fcm(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    """``push_ios`` routes iOS devices to their own chain; others use ``push``."""
+    await put_type(client, "order.shipped", channels=("push",))
+    android = "fcm-token:" + "x" * 40
+    for platform, token in (("ios", DEVICE), ("android", android)):
+        device = {"userId": "ana", "platform": platform, "token": token}
+        assert (await client.post("/v1/devices", json=device)).status_code == 201
+    accounts: dict[str, AccountSettings] = {
+        "apns-sim": sim.http["apns"].account(),  # type: ignore[attr-defined]
+        "fcm-sim": sim.http["fcm"].account(),  # type: ignore[attr-defined]
+    }
+    chains = {"push": ["fcm-sim"], "push_ios": ["apns-sim"]}
+    async with dispatching(service, accounts, chains):
+        shown = await send_and_settle(client, {"type": "order.shipped", "userId": "ana"})
+    by_address = {d["address"][:6]: d for d in shown["deliveries"]}
+    assert {d["status"] for d in by_address.values()} == {"SENT"}
+    assert by_address[DEVICE[:6]]["provider"] == "apns-sim"
+    assert by_address[android[:6]]["provider"] == "fcm-sim"
+    assert [r.address for r in sim.state("apns").received] == [DEVICE]
+    assert [r.address for r in sim.state("fcm").received] == [android]
+
+
+def test_an_unknown_chain_name_is_refused(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from tidings.settings import Settings
+
+    with pytest.raises(ValidationError, match="unknown channel 'push_mac'"):
+        Settings(providers={"push_mac": "sink"})
+    with pytest.raises(ValidationError, match="no account named 'nope'"):
+        Settings(providers={"push_ios": ["nope"]})

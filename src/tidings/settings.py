@@ -53,6 +53,10 @@ class RetrySettings(BaseModel):
     max_attempts: int = Field(default=6, ge=1, le=100)
 
 
+# Push tokens of one platform may go through their own chain (APNs for iOS, FCM for the
+# rest); a platform without one uses the push chain.
+PLATFORM_CHAINS = ("push_ios", "push_android", "push_web")
+
 DEFAULT_CHAINS: dict[str, str | list[str]] = {
     "email": "sink",
     "sms": "sink",
@@ -115,10 +119,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _chains_name_known_accounts(self) -> Settings:
-        channels = {c.value for c in Channel}
+        channels = {c.value for c in Channel} | set(PLATFORM_CHAINS)
         for channel, chain in self.providers.items():
             if channel not in channels:
-                raise ValueError(f"providers: unknown channel {channel!r}")
+                raise ValueError(
+                    f"providers: unknown channel {channel!r} (expected one of "
+                    f"{', '.join(sorted(channels))})"
+                )
             for name in [chain] if isinstance(chain, str) else chain:
                 builtin = name in ("sink", "noop") or name.startswith("record:")
                 if name not in self.accounts and not builtin:
@@ -131,8 +138,9 @@ class Settings(BaseSettings):
         return self
 
     def chain(self, channel: str) -> list[str]:
-        """The failover chain of ``channel``: account names, the first tried first."""
-        chain = self.providers.get(channel, "sink")
+        """The failover chain of ``channel`` (or of ``push_ios`` and the like, else that of
+        ``push``): account names, the first tried first."""
+        chain = self.providers.get(channel) or self.providers.get(channel.split("_")[0], "sink")
         return [chain] if isinstance(chain, str) else list(chain)
 
     @classmethod

@@ -17,9 +17,10 @@ from tidings.dispatch.protection import Protection
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.dispatch.wakeup import Wakeup
-from tidings.priorities import Priority
+from tidings.priorities import Channel, Priority
 from tidings.providers.registry import ProviderSet
 from tidings.settings import LaneSettings
+from tidings.store import registry
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 
@@ -135,13 +136,28 @@ class Lane:
         those that must wait go back to PENDING without using an attempt."""
         if not send:
             return []
-        admission = await self.context.protection.admit(send, self.priority)
+        try:
+            platforms = await self._platforms(send)
+        except Exception:
+            # Guessing a token's platform could send it to the wrong provider: wait.
+            log.exception("%s lane: reading device platforms failed; releasing", self.priority)
+            for delivery in send:
+                self.context.writer.put(released(delivery, utcnow(), "platforms unknown"))
+            return []
+        admission = await self.context.protection.admit(send, self.priority, platforms)
         now = utcnow()
         for delivery, wait in admission.defer:
             # A little jitter, so deferred rows do not all come back in the same instant.
             until = now + timedelta(seconds=wait.until_seconds * self.context.rng.uniform(1, 1.2))
             self.context.writer.put(deferred(delivery, until, wait.reason))
         return admission.send
+
+    async def _platforms(self, send: list[ClaimedDelivery]) -> dict[str, str]:
+        """Push tokens' platforms, when a platform has a push chain of its own."""
+        if not self.context.providers.routes_by_platform:
+            return {}
+        tokens = {d.address for d in send if d.channel == Channel.PUSH.value}
+        return await registry.platforms(self.context.db, tokens)
 
     def _start(
         self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str

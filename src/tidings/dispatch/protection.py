@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.dispatch.breaker import CircuitBreaker, counts_against
@@ -42,7 +42,7 @@ class Protection:
     bulkheads: dict[str, asyncio.Semaphore]
     clock: Callable[[], float] = time.monotonic
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
-    _targets: dict[tuple[str, str], Target] = field(default_factory=dict)
+    _targets: dict[tuple[str, str, str | None], Target] = field(default_factory=dict)
     # Per priority: until when claims are bounded by tokens, and the accounts that ran out.
     _bounded: dict[Priority, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
@@ -98,19 +98,29 @@ class Protection:
         return found[1]
 
     async def admit(
-        self, deliveries: Sequence[ClaimedDelivery], priority: Priority
+        self,
+        deliveries: Sequence[ClaimedDelivery],
+        priority: Priority,
+        platforms: Mapping[str, str] | None = None,
     ) -> Admission[ClaimedDelivery]:
-        admission = await admit(deliveries, priority, self._target, self.breaker, self.limiter)
+        """Route and ration ``deliveries``; ``platforms`` (push token -> ios, android, web)
+        choose a platform's own push chain."""
+        known = platforms or {}
+
+        def target(delivery: ClaimedDelivery) -> Target:
+            return self._target(delivery, known.get(delivery.address))
+
+        admission = await admit(deliveries, priority, target, self.breaker, self.limiter)
         short = frozenset(wait.account for _, wait in admission.defer if wait.account)
         if short:
             self._bounded[priority] = (self.clock() + BOUNDED_CLAIM_SECONDS, short)
         return admission
 
-    def _target(self, delivery: ClaimedDelivery) -> Target:
-        key = (delivery.channel, delivery.category)
+    def _target(self, delivery: ClaimedDelivery, platform: str | None) -> Target:
+        key = (delivery.channel, delivery.category, platform)
         found = self._targets.get(key)
         if found is None:
-            chain = self.providers.chain(delivery.channel)
+            chain = self.providers.chain(delivery.channel, platform)
             found = self._targets[key] = Target(Channel(key[0]), Category(key[1]), chain)
         return found
 

@@ -16,7 +16,7 @@ from tidings.providers.kinds import (
     SinkAccount,
     build_provider,
 )
-from tidings.settings import Settings
+from tidings.settings import PLATFORM_CHAINS, Settings
 
 
 @dataclass
@@ -41,8 +41,19 @@ class ProviderSet:
             chains[channel.value] = [name]
         return cls(providers, chains)
 
-    def chain(self, channel: str) -> list[str]:
+    def chain(self, channel: str, platform: str | None = None) -> list[str]:
+        """The chain of ``channel``; for push, that of the device's platform if it has one."""
+        if platform is not None:
+            found = self.chains.get(f"{channel}_{platform}")
+            if found is not None:
+                return found
         return self.chains[channel]
+
+    @property
+    def routes_by_platform(self) -> bool:
+        """Whether some platform has a push chain of its own."""
+        push = self.chains.get("push")
+        return any(self.chains.get(name, push) != push for name in PLATFORM_CHAINS)
 
     def recorded_name(self, account: str) -> str | None:
         """What deliveries record as their provider: the account's name, but for the
@@ -72,7 +83,8 @@ def builtin_account(spec: str) -> AccountSettings:
 
 def providers_from_settings(settings: Settings) -> ProviderSet:
     """Every account a channel's chain names, built once even when several chains share it."""
-    chains = {channel.value: settings.chain(channel.value) for channel in Channel}
+    names = [channel.value for channel in Channel] + list(PLATFORM_CHAINS)
+    chains = {name: settings.chain(name) for name in names}
     accounts: dict[str, AccountSettings] = {}
     for name in (name for chain in chains.values() for name in chain):
         if name not in accounts:

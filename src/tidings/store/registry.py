@@ -79,6 +79,15 @@ async def get_device(db: Database, token: str) -> dict[str, Any] | None:
     return (await _rows_by_key(db, device, "token", [token])).get(token)
 
 
+async def platforms(db: Database, tokens: Collection[str]) -> dict[str, str]:
+    """The platform of each registered token (tokens given directly are not registered)."""
+    if not tokens:
+        return {}
+    query = sa.select(device.c.token, device.c.platform).where(device.c.token.in_(list(tokens)))
+    async with db.engine.connect() as conn:
+        return {row.token: row.platform for row in await conn.execute(query)}
+
+
 async def user_devices(db: Database, user_id: str) -> list[dict[str, Any]]:
     query = sa.select(device).where(device.c.user_id == user_id).order_by(device.c.created_at)
     async with db.engine.connect() as conn:
