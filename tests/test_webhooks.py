@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -347,3 +348,66 @@ async def test_twilio_refuses_bad_signatures(
     assert [r.status_code for r in attempts] == [401, 401, 401]
     assert (await delivery(client, sent[number]))["status"] == "SENT"
     assert (await client.post("/v1/webhooks/twilio/sg", content=b"")).status_code == 404
+
+
+# The mapping alone, event by event.
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("event", "kind", "status", "suppress"),
+    [
+        ({"event": "delivered"}, "delivered", "DELIVERED", None),
+        ({"event": "bounce", "type": "bounce"}, "bounced", "BOUNCED", "hard_bounce"),
+        ({"event": "bounce"}, "bounced", "BOUNCED", "hard_bounce"),
+        ({"event": "bounce", "type": "blocked"}, "blocked", None, None),
+        ({"event": "spamreport"}, "complained", None, "complaint"),
+        ({"event": "unsubscribe"}, "unsubscribed", None, "unsubscribed"),
+        ({"event": "group_unsubscribe"}, "unsubscribed", None, "unsubscribed"),
+        ({"event": "open"}, "opened", None, None),
+        ({"event": "click", "url": "https://x.example"}, "clicked", None, None),
+        ({"event": "dropped", "reason": "Bounced Address"}, "dropped", None, None),
+        ({"event": "deferred"}, "deferred", None, None),
+        ({"event": "processed"}, None, None, None),
+        ({"event": "something_new"}, None, None, None),
+    ],
+)
+def test_each_sendgrid_event_maps_to_its_effect(
+    event: dict[str, Any], kind: str | None, status: str | None, suppress: str | None
+) -> None:
+    from tidings.tracking.events import sendgrid_event
+
+    tracked = sendgrid_event({**event, "sg_message_id": "abc.filter0001", "sg_event_id": "e1"}, NOW)
+    if kind is None:
+        assert tracked is None
+        return
+    assert tracked is not None
+    assert (tracked.kind, tracked.status, tracked.suppress) == (kind, status, suppress)
+    assert tracked.key.provider_msg_id == "abc" and tracked.event_id == "e1"
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind", "suppress"),
+    [
+        ("delivered", None, "delivered", None),
+        ("undelivered", "30005", "undelivered", "unknown_number"),
+        ("failed", "30006", "undelivered", "landline"),
+        ("undelivered", "30003", "undelivered", None),
+        ("sent", None, None, None),
+        ("queued", None, None, None),
+    ],
+)
+def test_each_twilio_status_maps_to_its_effect(
+    status: str, code: str | None, kind: str | None, suppress: str | None
+) -> None:
+    from tidings.tracking.events import twilio_callback
+
+    form = {"MessageSid": "SM" + "0" * 32, "MessageStatus": status}
+    if code:
+        form["ErrorCode"] = code
+    tracked = twilio_callback(form, NOW)
+    if kind is None:
+        assert tracked is None
+        return
+    assert tracked is not None and (tracked.kind, tracked.suppress) == (kind, suppress)
