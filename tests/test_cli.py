@@ -15,7 +15,18 @@ from tests.helpers import eventually
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 
-COMMANDS = ["serve", "api", "dispatch", "migrate", "send", "status", "dlq", "templates", "simulate"]
+COMMANDS = [
+    "serve",
+    "api",
+    "dispatch",
+    "migrate",
+    "send",
+    "status",
+    "dlq",
+    "templates",
+    "simulate",
+    "providers",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -122,6 +133,9 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         assert "SENT" in table.stdout and "b***@example.com" in table.stdout
 
         _apply_templates_from_files(tmp_path, base, env)
+        shown = run_cli("providers", "--url", base, cwd=tmp_path, env=env)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert "email: sink" in shown.stdout and "closed" in shown.stdout
 
         refused = run_cli(
             "send",

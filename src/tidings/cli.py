@@ -171,6 +171,33 @@ def status(
     console.print(table)
 
 
+@app.command()
+def providers(url: UrlOption = "http://127.0.0.1:8000") -> None:
+    """Show each channel's failover chain and every account's circuit breaker."""
+    response = _request("GET", f"{url}/v1/providers")
+    if response.status_code != 200:
+        _fail(_error_text(response))
+    body = response.json()
+    for channel, chain in body["chains"].items():
+        console.print(f"{channel}: {' -> '.join(chain)}", highlight=False)
+    table = Table("account", "kind", "rate/s", "in flight", "dispatcher", "breaker", "retry in")
+    for account in body["accounts"]:
+        rate = account["ratePerSecond"]
+        limits = ("-" if rate is None else f"{rate:g}", str(account["maxInFlight"] or "-"))
+        for breaker in account["breakers"] or [None]:
+            state = breaker["state"] if breaker else {}
+            retry = state.get("retryInSeconds")
+            table.add_row(
+                account["name"],
+                account["kind"] or "?",
+                *limits,
+                breaker["dispatcher"] if breaker else "(no dispatcher reported)",
+                state.get("state", ""),
+                "" if retry is None else f"{retry:.1f}s",
+            )
+    console.print(table)
+
+
 dlq = typer.Typer(
     help="The dead-letter queue: deliveries that failed for good.", no_args_is_help=True
 )
