@@ -6,22 +6,19 @@ import asyncio
 import email.utils
 import json
 import secrets
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tidings.priorities import Channel, Priority
+from tests.messages import FakeClock, push
+from tidings.priorities import Priority
 from tidings.providers.base import (
-    Content,
     Effect,
-    Message,
     PermanentError,
     PoisonError,
     ProviderError,
@@ -33,39 +30,8 @@ from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def device() -> str:
     return "fcm-" + secrets.token_urlsafe(40)
-
-
-def push(
-    address: str,
-    *,
-    subject: str | None = "Your order",
-    text: str = "has shipped",
-    data: dict[str, Any] | None = None,
-    priority: Priority = Priority.NORMAL,
-    ttl: int | None = None,
-    collapse: str | None = None,
-) -> Message:
-    return Message(
-        delivery_id=uuid.uuid4(),
-        notification_id=uuid.uuid4(),
-        channel=Channel.PUSH,
-        address=address,
-        type="order_shipped",
-        priority=priority,
-        content=Content(subject=subject, text=text, data=data or {}),
-        ttl_seconds=ttl,
-        collapse_key=collapse,
-    )
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from tidings.priorities import Channel, Priority
+from tests.messages import message
+from tidings.priorities import Channel
 from tidings.providers.base import (
     Content,
     Message,
@@ -28,16 +28,8 @@ UNSUBSCRIBE = "<https://tidings.example.com/u/OPAQUE>, <mailto:u+OPAQUE@tidings.
 
 
 def make_message(address: str = "ada@example.com", **changes: Any) -> Message:
-    fields: dict[str, Any] = {
-        "delivery_id": uuid.uuid4(),
-        "notification_id": uuid.uuid4(),
-        "channel": Channel.EMAIL,
-        "address": address,
-        "type": "order.confirmed",
-        "priority": Priority.NORMAL,
-        "content": Content(subject="Your order", text="Thanks.", html="<p>Thanks.</p>"),
-    }
-    return Message(**(fields | changes))
+    content = Content(subject="Your order", text="Thanks.", html="<p>Thanks.</p>")
+    return message(Channel.EMAIL, address, changes.pop("content", content), **changes)
 
 
 @pytest.fixture

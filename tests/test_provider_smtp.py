@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from tidings.priorities import Channel, Priority
+from tests.messages import message
+from tidings.priorities import Channel
 from tidings.providers.base import (
     Content,
     Effect,
@@ -34,16 +34,8 @@ ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
 def make_message(address: str = "ada@example.com", **changes: Any) -> Message:
-    fields: dict[str, Any] = {
-        "delivery_id": uuid.uuid4(),
-        "notification_id": uuid.uuid4(),
-        "channel": Channel.EMAIL,
-        "address": address,
-        "type": "order.confirmed",
-        "priority": Priority.NORMAL,
-        "content": Content(subject="Your order", text="Thanks for your order.\n"),
-    }
-    return Message(**(fields | changes))
+    content = Content(subject="Your order", text="Thanks for your order.\n")
+    return message(Channel.EMAIL, address, changes.pop("content", content), **changes)
 
 
 def marketing(address: str = "ada@example.com") -> Message:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import socket
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.messages import message
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import (
     Content,
@@ -55,15 +55,8 @@ async def provider(sim: Simulator) -> AsyncIterator[TwilioProvider]:
 
 
 def sms(to: str = TO, text: str = "Your code is 123456", **fields: Any) -> Message:
-    return Message(
-        delivery_id=uuid.uuid4(),
-        notification_id=uuid.uuid4(),
-        channel=Channel.SMS,
-        address=to,
-        type="otp",
-        priority=Priority.HIGH,
-        content=Content(text=text),
-        **fields,
+    return message(
+        Channel.SMS, to, Content(text=text), type="otp", priority=Priority.HIGH, **fields
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.messages import message
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Effect, Message, PermanentError, TransientError
 from tidings.providers.ssrf import is_public
@@ -23,7 +24,6 @@ from tidings.tracking import standard_webhooks
 from tidings.tracking.standard_webhooks import WebhookVerificationError, sign, verify
 
 # Until the lead adds a webhook channel, any channel does: the adapter ignores it.
-WEBHOOK_CHANNEL = next((c for c in Channel if c.value == "webhook"), Channel.PUSH)
 
 # The example of the Standard Webhooks reference libraries (libraries/python/tests).
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -174,16 +174,8 @@ async def provider(sim: Simulator) -> AsyncIterator[WebhookProvider]:
 
 
 def hook(address: str, data: dict[str, Any] | None = None, **fields: Any) -> Message:
-    return Message(
-        delivery_id=uuid.uuid4(),
-        notification_id=uuid.uuid4(),
-        channel=WEBHOOK_CHANNEL,
-        address=address,
-        type="order.shipped",
-        priority=Priority.NORMAL,
-        content=Content(data=data if data is not None else {"order": 42, "state": "shipped"}),
-        **fields,
-    )
+    body = data if data is not None else {"order": 42, "state": "shipped"}
+    return message(Channel.WEBHOOK, address, Content(data=body), type="order.shipped", **fields)
 
 
 def receiver(sim: Simulator, name: str = "orders") -> str:
@@ -209,7 +201,7 @@ async def test_notification_data_is_the_body_when_content_has_none(
     message = Message(
         delivery_id=uuid.uuid4(),
         notification_id=uuid.uuid4(),
-        channel=WEBHOOK_CHANNEL,
+        channel=Channel.WEBHOOK,
         address=receiver(sim),
         type="user.created",
         priority=Priority.NORMAL,
