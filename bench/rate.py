@@ -35,8 +35,8 @@ from bench.rate_scenario import (
     run_rate,
     simulator,
 )
+from tidings.api.app import create_app
 from tidings.dispatch.ratelimit import RateLimitSettings
-from tidings.intake.app import create_app
 from tidings.priorities import Priority
 from tidings.service import Service
 from tidings.settings import Settings

@@ -21,7 +21,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tidings.intake.app import create_app
+from tidings.api.app import create_app
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect

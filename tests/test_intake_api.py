@@ -11,7 +11,7 @@ import httpx
 import sqlalchemy as sa
 
 from tests.helpers import email_to, post, put_type
-from tidings.intake.app import create_app
+from tidings.api.app import create_app
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.store.engine import Database

@@ -224,7 +224,7 @@ async def test_nan_and_infinity_in_data_are_refused(client: httpx.AsyncClient) -
 
 async def test_unreachable_database_is_503_not_500(tmp_path: Path) -> None:
     from tests.processes import free_port
-    from tidings.intake.app import create_app
+    from tidings.api.app import create_app
     from tidings.service import Service
     from tidings.settings import Settings
 

@@ -29,12 +29,12 @@ from bench.rate_scenario import (
 from pydantic import SecretStr
 
 from tests.helpers import eventually, post, put_type
+from tidings.api.app import create_app
 from tidings.clock import utcnow
 from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.protection import BOUNDED_CLAIM_SECONDS, Protection
 from tidings.dispatch.ratelimit import LocalRateLimiter
-from tidings.intake.app import create_app
 from tidings.priorities import Priority
 from tidings.providers.registry import ProviderSet, providers_from_settings
 from tidings.providers.sink import NoopProvider

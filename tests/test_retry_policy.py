@@ -10,8 +10,8 @@ from statistics import fmean
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidings.api.schemas import RetryOverrides
 from tidings.dispatch.retry import MAX_RETRY_AFTER, RetryPolicy
-from tidings.intake.schemas import RetryOverrides
 from tidings.settings import RetrySettings
 from tidings.states import FailureKind
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import uvicorn
 
+from tidings.api.app import create_app
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.intake.app import create_app
 from tidings.providers.registry import ProviderSet, providers_from_settings
 from tidings.service import Service
 from tidings.settings import Settings

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidings.api.schemas import PreviewChannel, PreviewIn, PreviewOut, SegmentsOut
 from tidings.content.compose import compose, variables
 from tidings.content.limits import push_payload_bytes
 from tidings.content.render import RenderError
-from tidings.intake.schemas import PreviewChannel, PreviewIn, PreviewOut, SegmentsOut
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.store import registry

@@ -1,0 +1,4 @@
+"""Intake: accepted requests become durable notifications and deliveries.
+
+Accept (checks and rows), drafts (one request turned into rows) and group commit.
+"""

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
-from tidings.intake.schemas import NotificationIn
 from tidings.policy.preferences import required_channels, wanted
 from tidings.policy.suppression import canonical_address
 from tidings.service import Service

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from tidings.api.schemas import NotificationIn
 from tidings.ids import new_id
-from tidings.intake.schemas import NotificationIn
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft

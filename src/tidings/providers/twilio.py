@@ -115,7 +115,7 @@ class TwilioProvider:
 
 
 def default_callback(public_url: str | None, name: str) -> str | None:
-    """tidings' status callback route for account ``name`` (see routes_webhooks)."""
+    """tidings' status callback route for account ``name`` (see tidings.api.routes.webhooks)."""
     if not public_url:
         return None
     return f"{public_url.rstrip('/')}/v1/webhooks/twilio/{quote(name, safe='')}"

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from tidings.api.errors import error_response
+from tidings.api.masking import mask_address
+from tidings.api.schemas import DeadLetter, ErrorResponse, Replayed
 from tidings.clock import utcnow
-from tidings.intake.errors import error_response
-from tidings.intake.masking import mask_address
-from tidings.intake.schemas import DeadLetter, ErrorResponse, Replayed
 from tidings.priorities import Priority
 from tidings.service import Service
 from tidings.states import FailureKind

@@ -7,12 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
-from tidings.clock import utcnow
-from tidings.content.checks import TemplateProblem, check_template
-from tidings.content.locales import normalise
-from tidings.content.preview import preview
-from tidings.intake.errors import error_response
-from tidings.intake.schemas import (
+from tidings.api.errors import error_response
+from tidings.api.schemas import (
     ErrorResponse,
     Locale,
     PreviewIn,
@@ -23,6 +19,10 @@ from tidings.intake.schemas import (
     TemplateVersions,
     TypeName,
 )
+from tidings.clock import utcnow
+from tidings.content.checks import TemplateProblem, check_template
+from tidings.content.locales import normalise
+from tidings.content.preview import preview
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.store import registry, templates

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from tidings.api.errors import error_response
+from tidings.api.schemas import ErrorResponse, SuppressionIn, SuppressionOut
 from tidings.clock import utcnow
-from tidings.intake.errors import error_response
-from tidings.intake.schemas import ErrorResponse, SuppressionIn, SuppressionOut
 from tidings.policy.suppression import canonical_address
 from tidings.priorities import Channel
 from tidings.service import Service

@@ -19,9 +19,9 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from tidings.api.errors import error_response
+from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
-from tidings.intake.errors import error_response
-from tidings.intake.schemas import ErrorResponse
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.providers.twilio import TwilioAccount
 from tidings.service import Service

@@ -6,10 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
-from tidings.clock import utcnow
-from tidings.content.locales import normalise
-from tidings.intake.errors import error_response
-from tidings.intake.schemas import (
+from tidings.api.errors import error_response
+from tidings.api.schemas import (
     DeviceIn,
     DeviceOut,
     ErrorResponse,
@@ -20,6 +18,8 @@ from tidings.intake.schemas import (
     UserIn,
     UserOut,
 )
+from tidings.clock import utcnow
+from tidings.content.locales import normalise
 from tidings.service import Service
 from tidings.store import registry
 

@@ -8,23 +8,23 @@ from typing import Any
 from fastapi import FastAPI
 
 from tidings import __version__
-from tidings.intake import (
-    errors,
-    routes_deadletters,
-    routes_health,
-    routes_notifications,
-    routes_preferences,
-    routes_providers,
-    routes_registry,
-    routes_suppressions,
-    routes_templates,
-    routes_unsubscribe,
-    routes_webhooks,
+from tidings.api import errors
+from tidings.api.body_limit import BodySizeLimit
+from tidings.api.routes import (
+    deadletters,
+    health,
+    notifications,
+    preferences,
+    providers,
+    registry,
+    suppressions,
+    templates,
+    unsubscribe,
+    webhooks,
 )
+from tidings.api.schemas import BatchIn
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
-from tidings.intake.limits import BodySizeLimit
-from tidings.intake.schemas import BatchIn
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
@@ -40,16 +40,16 @@ def create_app(service: Service) -> FastAPI:
     app.state.service = service
     app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
-    app.include_router(routes_notifications.router)
-    app.include_router(routes_registry.router)
-    app.include_router(routes_preferences.router)
-    app.include_router(routes_suppressions.router)
-    app.include_router(routes_templates.router)
-    app.include_router(routes_providers.router)
-    app.include_router(routes_deadletters.router)
-    app.include_router(routes_unsubscribe.router)
-    app.include_router(routes_webhooks.router)
-    app.include_router(routes_health.router)
+    app.include_router(notifications.router)
+    app.include_router(registry.router)
+    app.include_router(preferences.router)
+    app.include_router(suppressions.router)
+    app.include_router(templates.router)
+    app.include_router(providers.router)
+    app.include_router(deadletters.router)
+    app.include_router(unsubscribe.router)
+    app.include_router(webhooks.router)
+    app.include_router(health.router)
     settings = service.settings
     app.add_middleware(
         BodySizeLimit,

@@ -10,12 +10,9 @@ import pydantic_core
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
-from tidings.intake.accept import ItemResult, accept
-from tidings.intake.drafts import ItemError
-from tidings.intake.errors import error_response, field_name, validation_message
-from tidings.intake.group_commit import GroupCommit
-from tidings.intake.masking import mask_address
-from tidings.intake.schemas import (
+from tidings.api.errors import error_response, field_name, validation_message
+from tidings.api.masking import mask_address
+from tidings.api.schemas import (
     BatchEnvelope,
     BatchIn,
     BatchItemIn,
@@ -28,6 +25,9 @@ from tidings.intake.schemas import (
     NotificationIn,
     NotificationOut,
 )
+from tidings.intake.accept import ItemResult, accept
+from tidings.intake.drafts import ItemError
+from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 from tidings.store import reads
 from tidings.store.intake import Accepted, KeyConflict

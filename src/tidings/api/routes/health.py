@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Request
 
-from tidings.intake.errors import error_response
+from tidings.api.errors import error_response
 from tidings.service import Service
 from tidings.store.migrate import current_revision, head_revision
 
