@@ -86,7 +86,8 @@ async def insert_batches(
     return time.perf_counter() - started
 
 
-# The same claim as tidings' (DESIGN.md §4): due PENDING rows of one priority, oldest first,
+# The same claim as tidings' (docs/architecture.md, Claims, leases, fences and the reaper): due
+# PENDING rows of one priority, oldest first,
 # skipping rows another claimer holds, moved to SENDING with a lease and the attempt
 # counted, returning what a send needs (the delivery and its notification's type and data).
 CLAIM = """

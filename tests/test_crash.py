@@ -1,4 +1,5 @@
-"""Crash test (DESIGN.md §1.1, §1.2, §4): SIGKILL the dispatcher while work is flowing.
+"""Crash test (docs/architecture.md, Claims, leases, fences and the reaper): SIGKILL the dispatcher
+while work is flowing.
 
 The API and the dispatcher run as real ``tidings`` subprocesses on PostgreSQL. 2,000
 notifications are posted (single requests and batches) while the dispatcher is killed with

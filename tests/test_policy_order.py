@@ -1,4 +1,5 @@
-"""The order of the checks of DESIGN.md §6: the first that applies gives the reason, and
+"""The order of the checks (docs/architecture.md, Policy check order): the first that applies gives
+the reason, and
 nothing that is not sent uses up a frequency cap."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Urgent stays fast: a HIGH notification is not queued behind a LOW flood (DESIGN.md §1.3)."""
+"""Urgent stays fast: a HIGH notification is not queued behind a LOW flood (docs/architecture.md,
+Lanes and reserved rate shares)."""
 
 from __future__ import annotations
 

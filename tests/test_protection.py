@@ -1,4 +1,5 @@
-"""Providers are protected (DESIGN.md §1.4), end to end: the real dispatcher sending through
+"""Providers are protected (docs/architecture.md, Lanes and reserved rate shares), end to end: the
+real dispatcher sending through
 the SendGrid and SMTP adapters to the in-process simulator over loopback.
 
 - Rate: offered three times an account's limit with mixed priorities, the provider never
@@ -80,7 +81,8 @@ async def test_three_times_the_limit_is_sent_at_the_limit_and_never_above(
     # HIGH never waits: no HIGH delivery was ever put back for want of a token, and each
     # went out promptly (a loaded 2-core machine: claim, checks, render, HTTP).
     assert figures.high_deferred == 0
-    # Rate-limited work is not claimed only to be put back (DESIGN.md §5): a few deferrals
+    # Rate-limited work is not claimed only to be put back (docs/architecture.md, Lanes and
+    # reserved rate shares): a few deferrals
     # when a claim outran the tokens, not a loop of them.
     assert figures.deferrals.get("low", 0) <= figures.by_priority[Priority.LOW]
     assert figures.high_percentile(0.5) < 0.1

@@ -1,4 +1,5 @@
-"""Properties of the rate limiter (DESIGN.md §5): the account's rate is never exceeded over
+"""Properties of the rate limiter (docs/architecture.md, Lanes and reserved rate shares): the
+account's rate is never exceeded over
 any window, LOW and NORMAL keep to their shares, HIGH always finds headroom and gets what it
 asks for up to the rate, and under saturation the rate is used."""
 

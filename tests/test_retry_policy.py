@@ -1,4 +1,5 @@
-"""Properties of the retry policy (DESIGN.md §4): exponential backoff with full jitter, a cap,
+"""Properties of the retry policy (docs/architecture.md, Delivery state machine): exponential
+backoff with full jitter, a cap,
 a maximum of attempts, Retry-After winning, and the failure kinds that are never retried."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The delivery state machine of DESIGN.md §4, driven through the real store.
+"""The delivery state machine (docs/architecture.md, Delivery state machine), driven through the
+real store.
 
 Each test gets one migrated database (SQLite and PostgreSQL, from the ``database_url``
 fixture); every Hypothesis example clears it and works on new deliveries.
@@ -487,7 +488,8 @@ class DeliveryMachine(RuleBasedStateMachine):
     def check_outcome(
         self, claimed: ClaimedDelivery, response: Response, outcome: Outcome, called: int
     ) -> None:
-        """The outcome is what DESIGN.md §4 says for this answer at this attempt."""
+        """The outcome is what docs/architecture.md (Delivery state machine) says for this answer
+        at this attempt."""
         limit = self.policy.max_attempts
         assert outcome.claimed_attempts == claimed.attempts
         assert outcome.attempts == claimed.attempts  # a real attempt stays counted

@@ -1,4 +1,5 @@
-"""The suppression list: nothing is ever sent to a suppressed address (DESIGN.md §6)."""
+"""The suppression list: nothing is ever sent to a suppressed address (docs/architecture.md, Policy
+check order)."""
 
 from __future__ import annotations
 

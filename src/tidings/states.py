@@ -1,4 +1,5 @@
-"""The delivery state machine of DESIGN.md §4: statuses and the transitions between them."""
+"""The delivery state machine (docs/architecture.md, Delivery state machine): statuses and the
+transitions between them."""
 
 from __future__ import annotations
 

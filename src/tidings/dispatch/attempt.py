@@ -24,7 +24,8 @@ MAX_ERROR_LENGTH = 1000
 
 @dataclass(frozen=True)
 class Composer:
-    """Builds the message of a claimed delivery: its rendered template (DESIGN.md §5:
+    """Builds the message of a claimed delivery: its rendered template (docs/architecture.md,
+    Templates and rendering:
     render after the checks, before the provider) and its unsubscribe link."""
 
     templates: TemplateCatalog

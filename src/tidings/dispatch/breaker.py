@@ -1,4 +1,5 @@
-"""A circuit breaker per provider account (DESIGN.md §5, §7).
+"""A circuit breaker per provider account (docs/architecture.md, Providers, failover and the
+circuit breaker).
 
 States: CLOSED (calls flow) -> OPEN after ``consecutive_failures`` transient failures in a
 row, or when at least ``min_calls`` calls in the last ``window_seconds`` (counted per

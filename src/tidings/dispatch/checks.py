@@ -1,4 +1,5 @@
-"""Send-time checks: is a claimed delivery still wanted, and wanted now? (DESIGN.md §5-6)
+"""Send-time checks: is a claimed delivery still wanted, and wanted now? (docs/architecture.md,
+Policy check order)
 
 Run once per claimed batch, before any provider is called, so that what changed since the
 delivery was accepted (an opt-out, an address suppressed after a bounce) applies to what is
@@ -26,7 +27,7 @@ from tidings.store.claims import ClaimedDelivery, Outcome
 from tidings.store.engine import Database
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
-# Sends per user and category per local day (DESIGN.md §6, rule 4).
+# Sends per user and category per local day (docs/architecture.md, Policy check order).
 DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 
 

@@ -1,6 +1,7 @@
 """Provider protection for one dispatcher: rate limits, breakers, failover, bulkheads.
 
-DESIGN.md §1.4 and §5: per account rate limits are never exceeded (a lane claims only what
+docs/architecture.md, Lanes and reserved rate shares: per account rate limits are never exceeded (a
+lane claims only what
 it has tokens for), a failing account trips its breaker, transactional email and SMS fail
 over down their channel's chain, and each account has its own limit of requests in flight
 so that a slow provider stalls only itself.

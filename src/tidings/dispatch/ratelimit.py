@@ -1,4 +1,5 @@
-"""Rate limits per provider account, with a share of the rate per priority (DESIGN.md §5).
+"""Rate limits per provider account, with a share of the rate per priority (docs/architecture.md,
+Lanes and reserved rate shares).
 
 Semantics (``LocalRateLimiter``; a Redis implementation must keep them):
 

@@ -1,4 +1,5 @@
-"""Which provider account a delivery goes to: breakers and failover chains (DESIGN.md §7).
+"""Which provider account a delivery goes to: breakers and failover chains (docs/architecture.md,
+Providers, failover and the circuit breaker).
 
 Each channel has a failover chain of account names, primary first. A delivery goes to the
 first account whose breaker allows it. When the primary's breaker is open:

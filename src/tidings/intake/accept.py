@@ -45,7 +45,7 @@ async def _refuse_without_templates(
     service: Service, results: list[ItemResult | NotificationDraft], context: IntakeContext
 ) -> None:
     """A notification with a channel that no template can serve is refused (422 naming the
-    channel): DESIGN.md §6, rule 1. One reload at most per request or batch."""
+    channel): docs/architecture.md, Policy check order. One reload at most per request or batch."""
     catalog = service.templates
     await catalog.refresh_if_stale()
     # A batch's items share a few (type, locale, channels) shapes: judge each shape once.
@@ -91,7 +91,7 @@ async def _skip_unwanted(
     service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
 ) -> None:
     """Deliveries the user switched off, or to a suppressed address, are accepted as
-    SKIPPED with the reason (DESIGN.md §6, rule 2, in that order)."""
+    SKIPPED with the reason (docs/architecture.md, Policy check order)."""
     await _skip_switched_off(service, drafts, context)
     await _skip_suppressed(service, drafts)
 

@@ -1,4 +1,5 @@
-"""Group commit: concurrent single requests share one transaction (DESIGN.md §5, Intake).
+"""Group commit: concurrent single requests share one transaction (docs/architecture.md, Intake and
+group commit).
 
 While groups are being committed, newly arriving requests queue up and go together in the
 next transaction. An idle service commits a lone request at once (no added delay); a busy

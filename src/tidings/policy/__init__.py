@@ -1,1 +1,2 @@
-"""User and content policy (DESIGN.md §6): what may be sent, to whom, and when."""
+"""User and content policy (docs/architecture.md, Policy check order): what may be sent, to whom,
+and when."""

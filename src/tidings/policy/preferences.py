@@ -1,4 +1,5 @@
-"""Preferences: may this category reach this user on this channel? (DESIGN.md §6, rule 2)"""
+"""Preferences: may this category reach this user on this channel? (docs/architecture.md, Policy
+check order)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quiet hours in the user's time zone (DESIGN.md §6, rule 5).
+"""Quiet hours in the user's time zone (docs/architecture.md, Policy check order).
 
 A window is two local wall-clock times; ``22:00`` to ``08:00`` crosses midnight. Inside it, a
 delivery waits for the window's end, which is computed in the user's zone for the right day,
@@ -17,7 +17,7 @@ DEFAULT_CHANNELS = frozenset({Channel.PUSH.value, Channel.SMS.value})
 
 
 def applies(category: str, channel: str, channels: frozenset[str] = DEFAULT_CHANNELS) -> bool:
-    """Transactional messages skip quiet hours (DESIGN.md §6, rule 3)."""
+    """Transactional messages skip quiet hours (docs/architecture.md, Policy check order)."""
     return category != Category.TRANSACTIONAL.value and channel in channels
 
 

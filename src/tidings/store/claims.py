@@ -1,6 +1,7 @@
 """The dispatcher's SQL: claim due deliveries, write outcomes back, reap expired leases.
 
-The claim is one atomic statement per dialect (DESIGN.md §4), side by side below: it moves
+The claim is one atomic statement per dialect (docs/architecture.md, Claims, leases, fences and the
+reaper), side by side below: it moves
 due PENDING rows to SENDING, sets a lease and counts the attempt. Outcomes are fenced by
 (status SENDING, attempts): a worker whose lease expired and whose delivery was claimed
 again cannot overwrite the newer attempt.

@@ -1,4 +1,5 @@
-"""The dead-letter queue: FAILED deliveries, listed and replayed (DESIGN.md §4)."""
+"""The dead-letter queue: FAILED deliveries, listed and replayed (docs/architecture.md, Delivery
+state machine)."""
 
 from __future__ import annotations
 

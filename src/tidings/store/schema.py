@@ -1,4 +1,5 @@
-"""The tables of DESIGN.md §3, in SQLAlchemy Core: one schema for SQLite and PostgreSQL."""
+"""The tables (docs/architecture.md, Tables and who writes them), in SQLAlchemy Core: one schema
+for SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
