@@ -79,7 +79,7 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         await wait_ready(base, server)
         async with httpx.AsyncClient(base_url=base) as client:
             kind = {"category": "transactional", "priority": "normal", "channels": ["email"]}
-            assert (await client.put("/v1/types/order.confirmed", json=kind)).status_code == 200
+            assert (await client.put("/v1/types/order.confirmed", json=kind)).status_code == 201
             template = {"subject": "Order {{ order }}", "text": "Thanks for order {{ order }}."}
             url = "/v1/templates/order.confirmed/email/en"
             assert (await client.put(url, json=template)).status_code == 201
@@ -186,3 +186,63 @@ def test_send_reports_bad_json_and_unreachable_api(tmp_path: Path) -> None:
         "send", "--type", "t", "--url", f"http://127.0.0.1:{port}", cwd=tmp_path, env=env
     )
     assert down.returncode == 1 and "cannot reach" in down.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (["serve"], ["--port PORT", "[default: 8000]", "--host HOST", "[default: 127.0.0.1]"]),
+        (["status"], ["status [OPTIONS] NOTIFICATION_ID", "--json  "]),
+        (["dlq", "replay"], ["replay [OPTIONS] DELIVERY_ID..."]),
+        (["dlq", "list"], ["--limit N", "[default: 100]", "--json"]),
+        (["simulate"], ["--http-port PORT", "[default: 9900]", "[default: 2525]"]),
+    ],
+)
+def test_help_shows_defaults_and_readable_names(command: list[str], shown: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    for text in shown:
+        assert text in result.output
+    for unreadable in ("<bool>", "<str>", "<int>", "{", " on ."):
+        assert unreadable not in result.output
+
+
+@pytest.mark.slow
+async def test_dead_letter_ids_are_whole_at_80_columns_and_listings_speak_json(
+    tmp_path: Path,
+) -> None:
+    """A poison delivery in the dead-letter queue: its id, listed in a narrow terminal,
+    can be copied into `dlq replay`; every listing has --json."""
+    port = free_port()
+    env = tidings_env() | {"COLUMNS": "80"}
+    base = f"http://127.0.0.1:{port}"
+    with tidings_processes(env, tmp_path) as processes:
+        server = processes.start("serve", ["serve", "--port", str(port)])
+        await wait_ready(base, server)
+        async with httpx.AsyncClient(base_url=base) as client:
+            kind = {"category": "transactional", "priority": "normal", "channels": ["email"]}
+            await client.put("/v1/types/greeting", json=kind)
+            template = {"subject": "Hi", "text": "Hello {{ name }}"}  # no name: poison
+            await client.put("/v1/templates/greeting/email/en", json=template)
+            response = await client.post(
+                "/v1/notifications",
+                headers={"Idempotency-Key": "poison-1"},
+                json={"type": "greeting", "to": {"email": "ana@example.com"}, "data": {}},
+            )
+            delivery_id = response.json()["deliveries"][0]["id"]
+
+        def listed() -> list[dict[str, object]]:
+            shown = run_cli("dlq", "list", "--json", "--url", base, cwd=tmp_path, env=env)
+            assert shown.returncode == 0, shown.stdout + shown.stderr
+            return list(json.loads(shown.stdout))
+
+        await eventually(lambda: [d["id"] for d in listed()] == [delivery_id], within=10)
+        table = run_cli("dlq", "list", "--url", base, cwd=tmp_path, env=env)
+        assert max(len(line) for line in table.stdout.splitlines()) <= 80
+        assert delivery_id in table.stdout.split()
+        replayed = run_cli("dlq", "replay", delivery_id, "--url", base, cwd=tmp_path, env=env)
+        assert replayed.returncode == 0, replayed.stdout
+
+        shown = run_cli("providers", "--json", "--url", base, cwd=tmp_path, env=env)
+        assert json.loads(shown.stdout)["chains"]["email"] == ["sink"]
+        assert server.stop() == 0

@@ -15,23 +15,61 @@ import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand
 
 from tidings.settings import Settings
 from tidings.simulator.cli import simulate
 
-app = typer.Typer(help="tidings: durable multi-channel notifications.", no_args_is_help=True)
+
+class _Argument(TyperArgument):
+    """An argument shown as click shows it: ``NAME`` or ``NAME...`` (typer would print
+    ``{name}`` in the usage line and ``<str>`` after it in the help)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+        return [name if self.required else f"[{name}]"]
+
+
+class Command(TyperCommand):
+    """Every tidings command: readable argument names in its help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                param.__class__ = _Argument
+                param.metavar = param.metavar or (param.name or "").upper()
+
+
+def new_typer(help: str, **kwargs: Any) -> typer.Typer:
+    # Plain help (no rich markup): rich would swallow "[default: 8000]" in help texts and
+    # print every option's type as <int>, <bool>.
+    return typer.Typer(help=help, rich_markup_mode=None, no_args_is_help=True, **kwargs)
+
+
+app = new_typer("tidings: durable multi-channel notifications.")
 console = Console()
 
+# Options whose default is None take the configuration file's value (or its default).
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="TOML configuration file.", exists=True)
+    Path | None,
+    typer.Option("--config", "-c", metavar="FILE", help="TOML configuration file.", exists=True),
 ]
 HostOption = Annotated[
-    str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")
+    str | None,
+    typer.Option(metavar="HOST", help="Interface to listen on [default: 127.0.0.1]."),
 ]
-PortOption = Annotated[int | None, typer.Option(help="Port to listen on [default: 8000].")]
+PortOption = Annotated[
+    int | None, typer.Option(metavar="PORT", help="Port to listen on [default: 8000].")
+]
 UrlOption = Annotated[
-    str, typer.Option(envvar="TIDINGS_URL", help="Base URL of a running tidings API.")
+    str,
+    typer.Option(metavar="URL", envvar="TIDINGS_URL", help="Base URL of a running tidings API."),
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the raw JSON instead.")]
 
 
 def _settings(config: Path | None, **overrides: Any) -> Settings:
@@ -59,25 +97,25 @@ def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool) -> None:
         uvloop.run(run(settings, api=api, dispatch=dispatch, migrate=migrate))
 
 
-@app.command()
+@app.command(cls=Command)
 def serve(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
     """Run everything in one process: migrate, the API and the dispatcher (embedded mode)."""
     _run(_settings(config, host=host, port=port), api=True, dispatch=True, migrate=True)
 
 
-@app.command()
+@app.command(cls=Command)
 def api(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
     """Run only the HTTP API (server mode; run `tidings migrate` first)."""
     _run(_settings(config, host=host, port=port), api=True, dispatch=False, migrate=False)
 
 
-@app.command()
+@app.command(cls=Command)
 def dispatch(config: ConfigOption = None) -> None:
     """Run only a dispatcher; any number may share one PostgreSQL database."""
     _run(_settings(config), api=False, dispatch=True, migrate=False)
 
 
-@app.command()
+@app.command(cls=Command)
 def migrate(config: ConfigOption = None) -> None:
     """Create or upgrade the database schema to the latest migration."""
     from tidings.store.engine import connect
@@ -115,16 +153,29 @@ def _error_text(response: httpx.Response) -> str:
         return f"{response.status_code}: {response.text[:500]}"
 
 
-@app.command()
+@app.command(cls=Command)
 def send(
-    type_: Annotated[str, typer.Option("--type", help="Notification type name.")],
-    user: Annotated[str | None, typer.Option(help="User id.")] = None,
-    data: Annotated[str, typer.Option(help="Template data as a JSON object.")] = "{}",
-    email: Annotated[str | None, typer.Option(help="Send to this email address.")] = None,
-    phone: Annotated[str | None, typer.Option(help="Send to this phone (E.164).")] = None,
-    channel: Annotated[list[str] | None, typer.Option(help="Only these channels.")] = None,
-    priority: Annotated[str | None, typer.Option(help="high, normal or low.")] = None,
-    key: Annotated[str | None, typer.Option(help="Idempotency key [default: random].")] = None,
+    type_: Annotated[str, typer.Option("--type", metavar="TYPE", help="Notification type name.")],
+    user: Annotated[str | None, typer.Option(metavar="ID", help="User id.")] = None,
+    data: Annotated[
+        str, typer.Option(metavar="JSON", help="Template data as a JSON object.")
+    ] = "{}",
+    email: Annotated[
+        str | None, typer.Option(metavar="ADDRESS", help="Send to this email address.")
+    ] = None,
+    phone: Annotated[
+        str | None, typer.Option(metavar="NUMBER", help="Send to this phone (E.164).")
+    ] = None,
+    channel: Annotated[
+        list[str] | None,
+        typer.Option(metavar="CHANNEL", help="Only this channel (repeat for more)."),
+    ] = None,
+    priority: Annotated[
+        str | None, typer.Option(metavar="PRIORITY", help="high, normal or low.")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option(metavar="KEY", help="Idempotency key [default: random].")
+    ] = None,
     url: UrlOption = "http://127.0.0.1:8000",
 ) -> None:
     """Send one notification through a running API and print its id."""
@@ -143,11 +194,11 @@ def send(
     print(response.json()["id"])
 
 
-@app.command()
+@app.command(cls=Command)
 def status(
     notification_id: Annotated[str, typer.Argument(help="The notification id.")],
     url: UrlOption = "http://127.0.0.1:8000",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show a notification's deliveries: status, attempts, errors, history."""
     response = _request("GET", f"{url}/v1/notifications/{notification_id}")
@@ -171,16 +222,22 @@ def status(
     console.print(table)
 
 
-@app.command()
-def providers(url: UrlOption = "http://127.0.0.1:8000") -> None:
+@app.command(cls=Command)
+def providers(url: UrlOption = "http://127.0.0.1:8000", as_json: JsonOption = False) -> None:
     """Show each channel's failover chain and every account's circuit breaker."""
     response = _request("GET", f"{url}/v1/providers")
     if response.status_code != 200:
         _fail(_error_text(response))
     body = response.json()
+    if as_json:
+        print(json.dumps(body, indent=2))
+        return
     for channel, chain in body["chains"].items():
         console.print(f"{channel}: {' -> '.join(chain)}", highlight=False)
-    table = Table("account", "kind", "rate/s", "in flight", "dispatcher", "breaker", "retry in")
+    table = Table("kind", "rate/s", "in flight", "breaker", "retry in")
+    # Names are copied into configuration and commands: shown whole, never cut.
+    table.add_column("account", no_wrap=True, min_width=12)
+    table.add_column("dispatcher", overflow="fold")
     for account in body["accounts"]:
         rate = account["ratePerSecond"]
         limits = ("-" if rate is None else f"{rate:g}", str(account["maxInFlight"] or "-"))
@@ -188,50 +245,60 @@ def providers(url: UrlOption = "http://127.0.0.1:8000") -> None:
             state = breaker["state"] if breaker else {}
             retry = state.get("retryInSeconds")
             table.add_row(
-                account["name"],
                 account["kind"] or "?",
                 *limits,
-                breaker["dispatcher"] if breaker else "(no dispatcher reported)",
                 state.get("state", ""),
                 "" if retry is None else f"{retry:.1f}s",
+                account["name"],
+                breaker["dispatcher"] if breaker else "(no dispatcher reported)",
             )
     console.print(table)
 
 
-dlq = typer.Typer(
-    help="The dead-letter queue: deliveries that failed for good.", no_args_is_help=True
-)
+dlq = new_typer("The dead-letter queue: deliveries that failed for good.")
 app.add_typer(dlq, name="dlq")
 
 
-@dlq.command("list")
+@dlq.command("list", cls=Command)
 def dlq_list(
-    kind: Annotated[list[str] | None, typer.Option(help="exhausted, poison or permanent.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KIND", help="exhausted, poison or permanent (repeat for more)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(metavar="N", help="At most this many, newest first.")] = 100,
     url: UrlOption = "http://127.0.0.1:8000",
+    as_json: JsonOption = False,
 ) -> None:
     """List failed deliveries (exhausted and poison by default)."""
     params: dict[str, Any] = {"limit": limit, "kind": kind or []}
     response = _request("GET", f"{url}/v1/dead-letters", params=params)
     if response.status_code != 200:
         _fail(_error_text(response))
-    table = Table("delivery", "channel", "address", "kind", "attempts", "failed at", "last error")
+    if as_json:
+        print(json.dumps(response.json(), indent=2))
+        return
+    # The id goes to `tidings dlq replay`: it is never cut, whatever the terminal's width;
+    # the other columns wrap around it.
+    table = Table(show_lines=True)
+    table.add_column("delivery", no_wrap=True, min_width=36)
+    table.add_column("channel / address", overflow="fold")
+    table.add_column("kind / attempts")
+    table.add_column("failed at / last error", overflow="fold")
     for d in response.json():
         table.add_row(
             d["id"],
-            d["channel"],
-            d["address"],
-            d["failureKind"] or "",
-            str(d["attempts"]),
-            d["failedAt"],
-            (d["lastError"] or "")[:60],
+            f"{d['channel']}\n{d['address']}",
+            f"{d['failureKind'] or ''}\n{d['attempts']}",
+            f"{d['failedAt']}\n{(d['lastError'] or '')[:200]}",
         )
     console.print(table)
 
 
-@dlq.command("replay")
+@dlq.command("replay", cls=Command)
 def dlq_replay(
-    delivery_ids: Annotated[list[str], typer.Argument(help="Delivery ids to send again.")],
+    delivery_ids: Annotated[
+        list[str], typer.Argument(metavar="DELIVERY_ID", help="Delivery ids to send again.")
+    ],
     url: UrlOption = "http://127.0.0.1:8000",
 ) -> None:
     """Send failed deliveries again, with fresh attempts."""
@@ -247,14 +314,15 @@ def dlq_replay(
         raise typer.Exit(1)
 
 
-templates = typer.Typer(help="Templates: versioned words per type, channel and locale.")
+templates = new_typer("Templates: versioned words per type, channel and locale.")
 app.add_typer(templates, name="templates")
 
 
-@templates.command("apply")
+@templates.command("apply", cls=Command)
 def templates_apply(
     folder: Annotated[
-        Path, typer.Argument(help="A folder of <type>/<channel>.<locale>.toml files.")
+        Path,
+        typer.Argument(metavar="FOLDER", help="A folder of <type>/<channel>.<locale>.toml files."),
     ],
     url: UrlOption = "http://127.0.0.1:8000",
 ) -> None:
@@ -281,7 +349,7 @@ def templates_apply(
         raise typer.Exit(1)
 
 
-app.command("simulate")(simulate)
+app.command("simulate", cls=Command)(simulate)
 
 
 def main() -> None:

@@ -32,24 +32,37 @@ console = Console()
 def simulate(
     config: Annotated[
         Path | None,
-        typer.Option("--config", "-c", exists=True, dir_okay=False, help="Simulator TOML file."),
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="Simulator TOML file.",
+        ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option(help="Interface to listen on [default: 127.0.0.1].")
+        str | None,
+        typer.Option(metavar="HOST", help="Interface to listen on [default: 127.0.0.1]."),
     ] = None,
     http_port: Annotated[
-        int | None, typer.Option(help="Port of every HTTP provider [default: 9900].")
+        int | None,
+        typer.Option(metavar="PORT", help="Port of every HTTP provider [default: 9900]."),
     ] = None,
     smtp_port: Annotated[
-        int | None, typer.Option(help="Port of the SMTP server [default: 2525].")
+        int | None, typer.Option(metavar="PORT", help="Port of the SMTP server [default: 2525].")
     ] = None,
     credentials_dir: Annotated[
         Path | None,
-        typer.Option(help="Where keys and certificates go [default: ./simulator-credentials]."),
+        typer.Option(
+            metavar="DIR", help="Where keys and certificates go [default: ./simulator-credentials]."
+        ),
     ] = None,
     write_config: Annotated[
         Path | None,
-        typer.Option(help="Write a tidings configuration using the simulator to this file."),
+        typer.Option(
+            metavar="FILE", help="Write a tidings configuration using the simulator to this file."
+        ),
     ] = None,
 ) -> None:
     """Run simulated SendGrid, SMTP, Twilio, FCM, APNs and webhook receivers locally."""
