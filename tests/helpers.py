@@ -30,7 +30,7 @@ async def put_type(
     """Register a type and, unless ``templates=False``, a plain template per channel."""
     body = {"category": category, "priority": priority, "channels": list(channels), **extra}
     response = await client.put(f"/v1/types/{name}", json=body)
-    assert response.status_code == 200, response.text
+    assert response.status_code in (200, 201), response.text
     if templates:
         await put_templates(client, name, channels)
 

@@ -281,7 +281,7 @@ async def test_sigkilled_dispatcher_loses_nothing(pg_database_url: str, tmp_path
             ) as client:
                 body = {"category": "transactional", "priority": "normal", "channels": ["email"]}
                 response = await client.put(f"/v1/types/{TYPE}", json=body)
-                assert response.status_code == 200, response.text
+                assert response.status_code == 201, response.text
                 await put_templates(client, TYPE, ("email",))
                 async with asyncio.timeout(PHASE_TIMEOUT):
                     await asyncio.gather(_produce(client, run), _kill_repeatedly(run))

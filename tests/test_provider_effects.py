@@ -204,7 +204,7 @@ async def test_the_webhook_channel_posts_a_signed_body_and_drops_a_gone_endpoint
     service: Service, client: httpx.AsyncClient, sim: Simulator
 ) -> None:
     kind = {"category": "transactional", "priority": "normal", "channels": ["webhook"]}
-    assert (await client.put("/v1/types/order.paid", json=kind)).status_code == 200
+    assert (await client.put("/v1/types/order.paid", json=kind)).status_code == 201
     # Each data key a template; a webhook template may also be empty (the data as is).
     body = {"data": {"order": "{{ order }}", "event": "order.paid"}}
     assert (await client.put("/v1/templates/order.paid/webhook/en", json=body)).is_success

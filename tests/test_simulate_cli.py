@@ -50,7 +50,7 @@ async def wait_simulator(url: str, config: Path, process: TidingsProcess) -> Non
 
 async def register(client: httpx.AsyncClient) -> None:
     kind = {"category": "transactional", "priority": "high", "channels": ["email", "sms"]}
-    assert (await client.put("/v1/types/login.code", json=kind)).status_code == 200
+    assert (await client.put("/v1/types/login.code", json=kind)).status_code == 201
     templates = {
         "email": {"subject": "Your code", "text": "Your code is {{ code }}."},
         "sms": {"text": "Your tidings code: {{ code }}"},

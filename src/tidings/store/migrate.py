@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -36,9 +39,23 @@ async def upgrade(db: Database, revision: str = "head") -> None:
         await conn.run_sync(_run)
 
 
+@contextlib.contextmanager
+def _quiet_alembic() -> Iterator[None]:
+    """Reading the revision logs two INFO lines ("Context impl ...") each time; /readyz
+    reads it on every probe, so they would fill the log. Upgrades still log their steps."""
+    logger = logging.getLogger("alembic.runtime.migration")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 async def current_revision(db: Database) -> str | None:
     def _read(connection: sa.Connection) -> str | None:
-        return MigrationContext.configure(connection).get_current_revision()
+        with _quiet_alembic():
+            return MigrationContext.configure(connection).get_current_revision()
 
     async with db.engine.connect() as conn:
         return await conn.run_sync(_read)

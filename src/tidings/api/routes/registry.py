@@ -33,12 +33,22 @@ def _service(request: Request) -> Service:
     return service
 
 
-@router.put("/types/{name}", response_model=TypeOut, responses=_INVALID)
-async def put_type(request: Request, name: Annotated[TypeName, Path()], body: TypeIn) -> Any:
-    """Create or replace a notification type."""
+@router.put(
+    "/types/{name}",
+    status_code=201,
+    response_model=TypeOut,
+    responses={200: {"model": TypeOut, "description": "Replaced"}, **_INVALID},
+)
+async def put_type(
+    request: Request, response: Response, name: Annotated[TypeName, Path()], body: TypeIn
+) -> Any:
+    """Create (201) or replace (200) a notification type."""
     service = _service(request)
+    existed = name in await registry.get_types(service.db, [name])
     await registry.put_type(service.db, _type_row(name, body), utcnow())
     service.types.invalidate()
+    if existed:
+        response.status_code = 200
     return _type_out((await registry.get_types(service.db, [name]))[name])
 
 
