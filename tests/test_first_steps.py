@@ -32,3 +32,17 @@ async def test_put_type_answers_201_on_create_and_200_on_update(
     declared = (await client.get("/openapi.json")).json()
     responses = declared["paths"]["/v1/types/{name}"]["put"]["responses"]
     assert {"200", "201"} <= responses.keys()
+
+
+async def test_docs_page_loads_swagger_ui_from_the_service_itself(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assert re.search(r"https?://", page.text.replace("http://tidings", "")) is None, page.text
+    assets = re.findall(r"""(?:src|href)=['"]([^'"]+)['"]""", page.text)
+    assert any(a.endswith(".js") for a in assets) and any(a.endswith(".css") for a in assets)
+    for asset in assets:
+        answer = await client.get(asset)
+        assert answer.status_code == 200, asset
+        assert len(answer.content) > 100

@@ -29,7 +29,7 @@ class _Argument(TyperArgument):
         return None
 
     def get_usage_pieces(self, ctx: Any) -> list[str]:
-        name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+        name = (self.metavar or self.name or "") + ("..." if self.nargs != 1 else "")
         return [name if self.required else f"[{name}]"]
 
 

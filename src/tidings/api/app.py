@@ -5,7 +5,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import swagger_ui_bundle  # type: ignore[import-untyped]
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from tidings import __version__
 from tidings.api import errors
@@ -36,7 +40,10 @@ def create_app(service: Service) -> FastAPI:
         title="tidings",
         version=__version__,
         description="Multi-channel notifications: accepted means durable, sent once.",
+        docs_url=None,
+        redoc_url=None,
     )
+    _serve_docs_offline(app)
     app.state.service = service
     app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
@@ -75,3 +82,22 @@ def _document_batch_body(app: FastAPI) -> None:
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _serve_docs_offline(app: FastAPI) -> None:
+    """/docs with Swagger UI's files served from the installed package, not a CDN, so the
+    page works without internet access. (ReDoc has no packaged copy: /redoc is off.)"""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
