@@ -259,3 +259,21 @@ def test_an_unknown_chain_name_is_refused(tmp_path: Path) -> None:
         Settings(providers={"push_mac": "sink"})
     with pytest.raises(ValidationError, match="no account named 'nope'"):
         Settings(providers={"push_ios": ["nope"]})
+
+
+async def test_a_webhook_type_without_a_template_sends_the_data_as_is(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    """The README's promise: a webhook needs no template; the notification's data is the
+    JSON body the receiver gets."""
+    await put_type(client, "user.created", channels=("webhook",), templates=False)
+    webhook = WebhookAccount(secret=SecretStr(sim.config.webhook_secret), allow_private=True)
+    url = f"{sim.url}/webhook-receiver/crm"
+    data = {"user": "u1", "plan": {"name": "pro", "seats": 3}}
+    async with dispatching(service, {"hooks": webhook}, {"webhook": ["hooks"]}):
+        sent = await send_and_settle(
+            client, {"type": "user.created", "to": {"webhookUrl": url}, "data": data}
+        )
+    assert sent["deliveries"][0]["status"] == "SENT", sent
+    [received] = sim.state("webhook").received
+    assert (received.address, received.payload["body"]) == ("crm", data)

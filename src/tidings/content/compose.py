@@ -13,6 +13,10 @@ from tidings.content.sms import Segments
 from tidings.providers.base import Content
 
 
+class NoTemplate(RenderError):
+    """No template for this type, channel and locale chain."""
+
+
 @dataclass(frozen=True)
 class Rendered:
     content: Content
@@ -54,6 +58,6 @@ async def compose(
         type_name, channel, chain
     )
     if template is None:
-        raise RenderError(f"no template for {type_name} on {channel} ({', '.join(chain)})")
+        raise NoTemplate(f"no template for {type_name} on {channel} ({', '.join(chain)})")
     content = template.render(context)
     return Rendered(content, template, check(channel, content, sms_max_segments))

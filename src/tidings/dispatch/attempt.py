@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.content.catalog import TemplateCatalog
-from tidings.content.compose import compose, variables
+from tidings.content.compose import NoTemplate, compose, variables
 from tidings.content.render import RenderError
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
-from tidings.providers.base import Message, Provider, ProviderError
+from tidings.providers.base import Content, Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery, Outcome
 
@@ -34,22 +34,29 @@ class Composer:
 
     async def message(
         self, claimed: ClaimedDelivery, rules: TypeRules, profile: dict[str, Any] | None
-    ) -> tuple[Message, int]:
+    ) -> tuple[Message, int | None]:
         """The message and the template version it was rendered with; ``RenderError``
         when it cannot be rendered (poison)."""
         headers, link = self._unsubscribe(claimed)
         context = variables(
             claimed.data, user=_user(claimed, profile), locale=claimed.locale, unsubscribe_url=link
         )
-        rendered = await compose(
-            self.templates,
-            claimed.type,
-            claimed.channel,
-            claimed.locale,
-            rules.default_locale,
-            context,
-            self.sms_max_segments,
-        )
+        try:
+            rendered = await compose(
+                self.templates,
+                claimed.type,
+                claimed.channel,
+                claimed.locale,
+                rules.default_locale,
+                context,
+                self.sms_max_segments,
+            )
+            content, version = rendered.content, rendered.template.version
+        except NoTemplate:
+            if claimed.channel != Channel.WEBHOOK.value:
+                raise
+            # A webhook type without a template sends the notification's data as is.
+            content, version = Content(), None
         message = Message(
             delivery_id=claimed.id,
             notification_id=claimed.notification_id,
@@ -63,12 +70,12 @@ class Composer:
             attempt=claimed.attempts,
             headers=headers,
             unsubscribe_url=link,
-            content=rendered.content,
+            content=content,
             category=claimed.category,
             ttl_seconds=rules.ttl_seconds,
             collapse_key=rules.collapse_key,
         )
-        return message, rendered.template.version
+        return message, version
 
     def _unsubscribe(self, claimed: ClaimedDelivery) -> tuple[dict[str, str], str | None]:
         """Every marketing message offers a way out; email also in its headers (RFC 8058)."""

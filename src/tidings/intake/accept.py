@@ -12,6 +12,7 @@ from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.policy.preferences import required_channels, wanted
 from tidings.policy.suppression import canonical_address
+from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
@@ -77,6 +78,8 @@ def _missing(shape: Shape, catalog: TemplateCatalog, context: IntakeContext) -> 
     type_name, locale, channels = shape
     chain = fallback_chain(locale, context.types[type_name].get("default_locale"))
     for channel in channels:
+        if channel == Channel.WEBHOOK.value:
+            continue  # without a template, a webhook sends the notification's data as is
         if catalog.find(type_name, channel, chain) is None:
             return ItemError(
                 "no_template",
