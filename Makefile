@@ -1,4 +1,7 @@
-.PHONY: serve test lint bench bench-rate format
+.PHONY: install serve test lint bench bench-rate format
+
+install:  ## create .venv with tidings (and its development tools) installed in it
+	scripts/venv.sh
 
 serve:  ## run tidings on the embedded default (SQLite, API + dispatcher in one process)
 	scripts/venv.sh
