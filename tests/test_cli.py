@@ -245,4 +245,10 @@ async def test_dead_letter_ids_are_whole_at_80_columns_and_listings_speak_json(
 
         shown = run_cli("providers", "--json", "--url", base, cwd=tmp_path, env=env)
         assert json.loads(shown.stdout)["chains"]["email"] == ["sink"]
+        [dispatcher] = {
+            b["dispatcher"] for a in json.loads(shown.stdout)["accounts"] for b in a["breakers"]
+        }
+        table = run_cli("providers", "--url", base, cwd=tmp_path, env=env)
+        assert max(len(line) for line in table.stdout.splitlines()) <= 80
+        assert f"dispatcher {dispatcher}" in table.stdout.splitlines()
         assert server.stop() == 0

@@ -234,25 +234,34 @@ def providers(url: UrlOption = "http://127.0.0.1:8000", as_json: JsonOption = Fa
         return
     for channel, chain in body["chains"].items():
         console.print(f"{channel}: {' -> '.join(chain)}", highlight=False)
-    table = Table("kind", "rate/s", "in flight", "breaker", "retry in")
-    # Names are copied into configuration and commands: shown whole, never cut.
-    table.add_column("account", no_wrap=True, min_width=12)
-    table.add_column("dispatcher", overflow="fold")
+    # One table per dispatcher, its id above it: a column of ids would squeeze the others
+    # out of a narrow terminal, and names are never cut (they go into configuration).
+    rows: dict[str, list[tuple[str, ...]]] = {}
     for account in body["accounts"]:
         rate = account["ratePerSecond"]
         limits = ("-" if rate is None else f"{rate:g}", str(account["maxInFlight"] or "-"))
         for breaker in account["breakers"] or [None]:
             state = breaker["state"] if breaker else {}
             retry = state.get("retryInSeconds")
-            table.add_row(
-                account["kind"] or "?",
-                *limits,
-                state.get("state", ""),
-                "" if retry is None else f"{retry:.1f}s",
-                account["name"],
-                breaker["dispatcher"] if breaker else "(no dispatcher reported)",
+            dispatcher = breaker["dispatcher"] if breaker else "(no dispatcher reported)"
+            rows.setdefault(dispatcher, []).append(
+                (
+                    account["name"],
+                    account["kind"] or "?",
+                    *limits,
+                    state.get("state", ""),
+                    "" if retry is None else f"{retry:.1f}s",
+                )
             )
-    console.print(table)
+    for dispatcher, accounts in rows.items():
+        console.print(f"dispatcher {dispatcher}", highlight=False, soft_wrap=True)
+        table = Table()
+        table.add_column("account", no_wrap=True)
+        for header in ("kind", "rate/s", "in flight", "breaker", "retry in"):
+            table.add_column(header)
+        for row in accounts:
+            table.add_row(*row)
+        console.print(table)
 
 
 dlq = new_typer("The dead-letter queue: deliveries that failed for good.")
