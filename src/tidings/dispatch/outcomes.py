@@ -88,6 +88,9 @@ class OutcomeWriter:
                 return False  # gone meanwhile: the batch is tried again (written rows are fenced)
         return True
 
+    async def drained(self) -> None:
+        await self._idle.wait()
+
 
 def _plain(outcome: Outcome) -> Outcome:
     """What the database holds of any outcome: its status (SENT stays SENT, as the message
