@@ -54,6 +54,11 @@ async def _corrupt(service: Service, backend: str) -> None:
             sa.update(template).where(template.c.type == "recursive").values(text=RECURSIVE)
         )
         await conn.execute(
+            sa.update(notification_type)
+            .where(notification_type.c.name == "odd")
+            .values(retry={"maxAttempts": "many"})
+        )
+        await conn.execute(
             sa.update(user_profile)
             .where(user_profile.c.id == "fan")
             .values(timezone="Nowhere/Atlantis")
@@ -74,12 +79,12 @@ async def _statuses(service: Service) -> dict[str, tuple[str, str | None, str | 
 async def test_no_delivery_can_end_the_dispatcher(
     client: httpx.AsyncClient, service: Service, settings: Settings, backend: str
 ) -> None:
-    for name in ("normal", "forever", "recursive"):
+    for name in ("normal", "forever", "recursive", "odd"):
         await put_type(client, name, channels=("email",))
     await put_type(client, "promo", category="marketing", channels=("email",))
     response = await client.put("/v1/users/fan/preferences", json={"timezone": "Asia/Tokyo"})
     assert response.status_code == 200, response.text
-    for name in ("forever", "recursive", "normal"):
+    for name in ("forever", "recursive", "odd", "normal"):
         await _post(client, name)
     await _post(client, "promo", userId="fan")  # its daily cap is counted in the user's zone
     await _corrupt(service, backend)
@@ -98,11 +103,12 @@ async def test_no_delivery_can_end_the_dispatcher(
             rows = await eventually(settled, within=20)
             # The dispatcher is still at work: a delivery posted now is sent as well.
             await _post(client, "normal", to={"email": "later@example.com"})
-            await eventually(lambda: len(provider.completed) == 3, within=10)
+            await eventually(lambda: len(provider.completed) == 4, within=10)
     finally:
         await dispatching.close()
     assert rows["normal"][0] == "SENT"
     assert rows["forever"][0] == "SENT"  # a ttl beyond any date never expires
+    assert rows["odd"][0] == "SENT"  # unreadable stored rules: the defaults apply
     status, kind, error = rows["recursive"]
     assert (status, kind) == ("FAILED", "poison")
     assert error is not None and "Recursion" in error
@@ -113,6 +119,7 @@ async def test_no_delivery_can_end_the_dispatcher(
         "forever@example.com",
         "later@example.com",
         "normal@example.com",
+        "odd@example.com",
     ]
 
 
