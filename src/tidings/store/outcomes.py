@@ -9,6 +9,7 @@ are derived from that list by name, so no statement depends on the order of a tu
 from __future__ import annotations
 
 import json
+import operator
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,19 +63,18 @@ OUTCOME_COLUMNS = (
     "skip_reason",
     "sent_at",
 )
-# Every parameter of the outcome statement: the fence, the columns, the write's own values.
-_PARAMS = ("id", "claimed", *OUTCOME_COLUMNS, "now", "template_version")
+# Every parameter of the outcome statement, each an Outcome field (the fence, the columns,
+# the template version), and the time of the write.
+_FIELDS = ("delivery_id", "claimed_attempts", *OUTCOME_COLUMNS, "template_version")
+_PARAMS = (*_FIELDS, "now")
+# The fields' values in _FIELDS' order, in one C call: the hot path's rows are built here.
+_field_values = operator.attrgetter(*_FIELDS)
 
 
 def _params(outcome: Outcome, now: datetime) -> dict[str, Any]:
     """The statement's parameters by name (enums as their text)."""
-    values = {name: _plain(getattr(outcome, name)) for name in OUTCOME_COLUMNS}
-    return values | {
-        "id": outcome.delivery_id,
-        "claimed": outcome.claimed_attempts,
-        "now": now,
-        "template_version": outcome.template_version,
-    }
+    values = zip(_PARAMS, (*_field_values(outcome), now), strict=True)
+    return {name: _plain(value) for name, value in values}
 
 
 def _plain(value: Any) -> Any:
@@ -84,9 +84,9 @@ def _plain(value: Any) -> Any:
 _write_outcome = (
     sa.update(delivery)
     .where(
-        delivery.c.id == sa.bindparam("b_id"),
+        delivery.c.id == sa.bindparam("b_delivery_id"),
         delivery.c.status == Status.SENDING.value,
-        delivery.c.attempts == sa.bindparam("b_claimed"),
+        delivery.c.attempts == sa.bindparam("b_claimed_attempts"),
     )
     .values(
         {name: sa.bindparam(f"b_{name}") for name in OUTCOME_COLUMNS}
@@ -116,7 +116,7 @@ UPDATE delivery
 SET {", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)}, lease_until = NULL,
     updated_at = {_PG["now"]},
     template_version = COALESCE({_PG["template_version"]}::integer, template_version)
-WHERE id = {_PG["id"]} AND status = 'SENDING' AND attempts = {_PG["claimed"]}
+WHERE id = {_PG["delivery_id"]} AND status = 'SENDING' AND attempts = {_PG["claimed_attempts"]}
 """
 _PG_INSERT_EVENT = """
 INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $3, $4, $5)
@@ -124,8 +124,8 @@ INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $
 
 
 def _pg_row(outcome: Outcome, now: datetime) -> tuple[Any, ...]:
-    params = _params(outcome, now)
-    return tuple(params[name] for name in _PARAMS)
+    """The parameters in _PARAMS' order (asyncpg takes the enums, being strings, as they are)."""
+    return (*_field_values(outcome), now)
 
 
 async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
