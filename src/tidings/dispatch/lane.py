@@ -76,7 +76,8 @@ class Lane:
             except Exception as error:
                 # Whatever escaped the per-delivery guards must not end the dispatcher: the
                 # deliveries of this step come back when their leases expire.
-                log.error("%s lane: step failed (%s)", self.priority.value, _name(error))
+                lane = self.priority.value
+                log.error("%s lane: step failed (%s)\n%s", lane, _name(error), _where(error))
                 await sleep_unless(stop, self.settings.poll_interval)
 
     async def _step(self, stop: asyncio.Event) -> None:
@@ -144,7 +145,7 @@ class Lane:
         try:
             checked = await self.context.checks.run(ready, now)
         except Exception as error:
-            log.warning("%s lane: send-time checks failed (%s)", self.priority, _name(error))
+            log.warning("%s lane: send-time checks failed (%s)", self.priority.value, _name(error))
             checked = await self._check_apart(ready, now)
         for outcome in checked.outcomes:
             self.context.writer.put(outcome)
@@ -172,13 +173,12 @@ class Lane:
     def _poisoned(self, delivery: ClaimedDelivery, error: BaseException) -> Outcome:
         """The guard's verdict on a delivery whose processing raised: FAILED as poison, the
         error kept on the row; the log has the delivery id and where, never the message."""
-        where = "".join(traceback.format_tb(error.__traceback__)[-3:])
         log.error(
             "%s lane: delivery %s cannot be processed (%s); failed as poison\n%s",
             self.priority.value,
             delivery.id,
             _name(error),
-            where,
+            _where(error),
         )
         return poisoned(delivery, error)
 
@@ -261,3 +261,8 @@ class Lane:
 def _name(error: BaseException) -> str:
     """An error's type only: its text may quote the message or an address."""
     return type(error).__name__
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frames of its traceback: code locations, none of the error's text."""
+    return "".join(traceback.format_tb(error.__traceback__)[-3:])
