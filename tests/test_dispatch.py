@@ -248,9 +248,13 @@ async def test_several_dispatchers_never_send_a_delivery_twice(
 async def test_unknown_delivery_outcome_does_not_touch_other_rows(service: Service) -> None:
     # Writing an outcome for a delivery that is not SENDING changes nothing.
     from tidings.states import Status
-    from tidings.store.claims import Outcome, write_outcomes
+    from tidings.store.outcomes import Outcome, write_outcomes
 
-    await write_outcomes(service.db, [Outcome(uuid.uuid4(), 1, Status.SENT, 1)], utcnow())
+    await write_outcomes(
+        service.db,
+        [Outcome(delivery_id=uuid.uuid4(), claimed_attempts=1, status=Status.SENT, attempts=1)],
+        utcnow(),
+    )
     async with service.db.engine.connect() as conn:
         assert await conn.scalar(sa.select(sa.func.count()).select_from(delivery)) == 0
 
@@ -281,7 +285,8 @@ async def test_a_stale_outcome_changes_nothing_and_leaves_no_event(
 ) -> None:
     from tidings.dispatch.attempt import failed
     from tidings.states import FailureKind, Status
-    from tidings.store.claims import Outcome, reap_expired_leases, write_outcomes
+    from tidings.store.claims import reap_expired_leases
+    from tidings.store.outcomes import Outcome, write_outcomes
 
     await put_type(client)
     accepted = await accept_one(client)
@@ -290,7 +295,19 @@ async def test_a_stale_outcome_changes_nothing_and_leaves_no_event(
     later = now + timedelta(seconds=2)
     await reap_expired_leases(service.db, later)
     [fresh] = await claim_due(service.db, Priority.NORMAL, 1, later, later + timedelta(seconds=60))
-    await write_outcomes(service.db, [Outcome(fresh.id, 2, Status.SENT, 2, sent_at=later)], later)
+    await write_outcomes(
+        service.db,
+        [
+            Outcome(
+                delivery_id=fresh.id,
+                claimed_attempts=2,
+                status=Status.SENT,
+                attempts=2,
+                sent_at=later,
+            )
+        ],
+        later,
+    )
     # The stalled first worker answers at last, together with an unrelated good outcome.
     await write_outcomes(service.db, [failed(stale, FailureKind.PERMANENT, "late")], later)
     shown = await shown_delivery(client, accepted["id"])

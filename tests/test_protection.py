@@ -99,9 +99,19 @@ class FakeClock:
 
 def _claimed(channel: str, category: str) -> ClaimedDelivery:
     return ClaimedDelivery(
-        uuid.uuid4(), uuid.uuid4(), channel, "a@example.com", "low", category, 1, utcnow(),
-        "promo", {}, None, None,
-    )  # fmt: skip
+        id=uuid.uuid4(),
+        notification_id=uuid.uuid4(),
+        channel=channel,
+        address="a@example.com",
+        priority="low",
+        category=category,
+        attempts=1,
+        created_at=utcnow(),
+        type="promo",
+        data={},
+        locale=None,
+        user_id=None,
+    )
 
 
 async def test_after_putting_work_back_a_lane_claims_only_what_has_tokens() -> None:

@@ -42,7 +42,7 @@ from hypothesis.stateful import (
 )
 
 from tidings.content.catalog import TemplateCatalog
-from tidings.dispatch.attempt import Composer, attempt, failed, precheck, released
+from tidings.dispatch.attempt import Composer, Sender, Target, failed, precheck, released
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeRules
 from tidings.ids import new_id
@@ -56,15 +56,10 @@ from tidings.providers.base import (
 )
 from tidings.providers.testing import Script, ScriptedProvider
 from tidings.states import TRANSITIONS, FailureKind, Status, can_move
-from tidings.store.claims import (
-    ClaimedDelivery,
-    Outcome,
-    claim_due,
-    reap_expired_leases,
-    write_outcomes,
-)
+from tidings.store.claims import ClaimedDelivery, claim_due, reap_expired_leases
 from tidings.store.engine import Database, connect
 from tidings.store.intake import DeliveryDraft, NotificationDraft, accept
+from tidings.store.outcomes import Outcome, write_outcomes
 from tidings.store.schema import delivery, delivery_event, notification
 from tidings.store.templates import add_version
 
@@ -468,14 +463,8 @@ class DeliveryMachine(RuleBasedStateMachine):
         if outcome is None:
             self.provider.answer = response
             outcome = self.run(
-                attempt(
-                    claimed,
-                    self.provider,
-                    self.type_rules,
-                    SEND_TIMEOUT,
-                    self.rng,
-                    self.now,
-                    self.composer,
+                Sender(self.composer, SEND_TIMEOUT, self.rng).attempt(
+                    claimed, self.type_rules, Target(self.provider), self.now
                 )
             )
         called = len(self.provider.calls) - calls_before
@@ -655,7 +644,18 @@ async def test_a_stale_outcome_adds_no_event(database_url: str) -> None:
         later = START + LEASE + timedelta(seconds=1)
         await reap_expired_leases(db, later)  # the first worker stalled past its lease
         fresh = await claim_one(db, later)
-        await write_outcomes(db, [Outcome(fresh.id, fresh.attempts, Status.SENT, 2)], later)
+        await write_outcomes(
+            db,
+            [
+                Outcome(
+                    delivery_id=fresh.id,
+                    claimed_attempts=fresh.attempts,
+                    status=Status.SENT,
+                    attempts=2,
+                )
+            ],
+            later,
+        )
         events_before = await read_events(db)
 
         # The stalled worker answers at last: its outcome is fenced off...
@@ -702,7 +702,7 @@ async def finish(url: str, max_attempts: int, scripts: list[Script], rng: random
         provider = ScriptedProvider(
             scripts={f"user{i}@example.com": script for i, script in enumerate(scripts)}
         )
-        composer = Composer(TemplateCatalog(db))
+        sender = Sender(Composer(TemplateCatalog(db)), SEND_TIMEOUT, rng)
         drafts = [draft(Priority.NORMAL, f"user{i}@example.com") for i in range(len(scripts))]
         await accept(db, drafts, START)
         now = START
@@ -712,7 +712,7 @@ async def finish(url: str, max_attempts: int, scripts: list[Script], rng: random
             for item in claimed:
                 outcome = precheck(item, rules, now)
                 if outcome is None:
-                    outcome = await attempt(item, provider, rules, SEND_TIMEOUT, rng, now, composer)
+                    outcome = await sender.attempt(item, rules, Target(provider), now)
                 outcomes.append(outcome)
             await write_outcomes(db, outcomes, now)
             rows = await read_rows(db)

@@ -6,7 +6,7 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from tidings.content.catalog import TemplateCatalog
@@ -17,16 +17,17 @@ from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import Content, Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
-from tidings.store.claims import ClaimedDelivery, Outcome
+from tidings.store.claims import ClaimedDelivery
+from tidings.store.outcomes import Outcome
 
 MAX_ERROR_LENGTH = 1000
 
 
 @dataclass(frozen=True)
 class Composer:
-    """Builds the message of a claimed delivery: its rendered template (docs/architecture.md,
-    Templates and rendering:
-    render after the checks, before the provider) and its unsubscribe link."""
+    """Builds the message of a claimed delivery: its rendered template (after the checks,
+    before the provider: docs/architecture.md, Templates and rendering) and its unsubscribe
+    link."""
 
     templates: TemplateCatalog
     unsubscriber: Unsubscriber | None = None
@@ -114,139 +115,156 @@ def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outco
             FailureKind.EXHAUSTED,
             f"no attempts left after {claimed.attempts - 1} (lost leases)",
         )
-    if rules.ttl_seconds is not None and now > claimed.created_at + timedelta(
-        seconds=rules.ttl_seconds
-    ):
+    if expired(claimed.created_at, rules.ttl_seconds, now):
         return Outcome(
-            claimed.id,
-            claimed.attempts,
-            Status.EXPIRED,
-            claimed.attempts,
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.EXPIRED,
+            attempts=claimed.attempts,
             event="expired",
             event_detail={"ttl": rules.ttl_seconds},
         )
     return None
 
 
+def expired(created_at: datetime, ttl_seconds: int | None, now: datetime) -> bool:
+    """Whether a ttl has run out. Compared as a duration, never as ``created_at + ttl``: a
+    ttl beyond the range of datetimes saturates (never expires) instead of overflowing."""
+    return ttl_seconds is not None and (now - created_at).total_seconds() > ttl_seconds
+
+
+def poisoned(claimed: ClaimedDelivery, error: BaseException) -> Outcome:
+    """The outcome of a delivery whose processing raised what nothing else handled: it
+    cannot be processed, and trying it again would only raise again."""
+    return failed(claimed, FailureKind.POISON, f"cannot be processed: {describe(error)}")
+
+
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
+
+
 # Told what the provider call did (None: it succeeded): the circuit breaker listens.
 Report = Callable[[BaseException | None], None]
-
-
-async def attempt(
-    claimed: ClaimedDelivery,
-    provider: Provider,
-    rules: TypeRules,
-    send_timeout: float,
-    rng: random.Random,
-    now: datetime,
-    composer: Composer,
-    profile: dict[str, Any] | None = None,
-    report: Report | None = None,
-    account: str | None = None,
-) -> Outcome:
-    """Render, then call ``provider`` (recorded as ``account``, else as the provider says)."""
-    try:
-        message, version = await composer.message(claimed, rules, profile)
-    except RenderError as error:
-        return failed(claimed, FailureKind.POISON, f"template: {error}")
-    outcome = await _send(
-        claimed, message, provider, account, rules, send_timeout, rng, now, report
-    )
-    outcome.template_version = version
-    return outcome
-
-
-async def _send(
-    claimed: ClaimedDelivery,
-    message: Message,
-    provider: Provider,
-    account: str | None,
-    rules: TypeRules,
-    send_timeout: float,
-    rng: random.Random,
-    now: datetime,
-    report: Report | None,
-) -> Outcome:
-    report = report or _ignore
-    name = account or provider.name
-    try:
-        async with asyncio.timeout(send_timeout):
-            result = await provider.send(message)
-    except ProviderError as error:
-        report(error)
-        outcome = after_failure(
-            claimed, rules, error.kind, str(error), rng, now, error.retry_after, name
-        )
-        if error.effect is not None and outcome.status is Status.FAILED:
-            outcome.effect, outcome.effect_reason = error.effect.value, error.reason
-        return outcome
-    except TimeoutError as error:
-        report(error)
-        return after_failure(
-            claimed,
-            rules,
-            FailureKind.TRANSIENT,
-            f"provider did not answer within {send_timeout:g}s",
-            rng,
-            now,
-            None,
-            name,
-        )
-    except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
-        report(error)
-        return after_failure(
-            claimed,
-            rules,
-            FailureKind.TRANSIENT,
-            f"provider error {type(error).__name__}: {error}",
-            rng,
-            now,
-            None,
-            name,
-        )
-    report(None)
-    return Outcome(
-        claimed.id,
-        claimed.attempts,
-        Status.SENT,
-        claimed.attempts,
-        provider=account or result.provider,
-        provider_msg_id=result.provider_msg_id,
-        sent_at=now,
-    )
 
 
 def _ignore(error: BaseException | None) -> None:
     return None
 
 
-def after_failure(
-    claimed: ClaimedDelivery,
-    rules: TypeRules,
-    kind: FailureKind,
-    error: str,
-    rng: random.Random,
-    now: datetime,
-    retry_after: float | None,
-    provider: str | None,
-) -> Outcome:
-    error = error[:MAX_ERROR_LENGTH]
-    decision = rules.retry.decide(claimed.attempts, kind, now, rng, retry_after)
-    detail = {"attempt": claimed.attempts, "error": error, "kind": kind.value, "provider": provider}
-    if decision.retry_at is not None:
+@dataclass(frozen=True)
+class Target:
+    """Where one delivery goes: the provider, the account name its row records (else the
+    provider's own), and who hears how the call went (the account's circuit breaker)."""
+
+    provider: Provider
+    account: str | None = None
+    report: Report = _ignore
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed provider call, as the retry policy sees it."""
+
+    kind: FailureKind
+    error: str
+    provider: str | None
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Sender:
+    """What every send of one dispatcher shares: the composer, the provider timeout and
+    the random source of the retry jitter."""
+
+    composer: Composer
+    send_timeout: float
+    rng: random.Random
+
+    async def attempt(
+        self,
+        claimed: ClaimedDelivery,
+        rules: TypeRules,
+        target: Target,
+        now: datetime,
+        profile: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Render, then call the target's provider."""
+        try:
+            message, version = await self.composer.message(claimed, rules, profile)
+        except RenderError as error:
+            return failed(claimed, FailureKind.POISON, f"template: {error}")
+        outcome = await self._send(claimed, message, rules, target, now)
+        outcome.template_version = version
+        return outcome
+
+    async def _send(
+        self,
+        claimed: ClaimedDelivery,
+        message: Message,
+        rules: TypeRules,
+        target: Target,
+        now: datetime,
+    ) -> Outcome:
+        name = target.account or target.provider.name
+        try:
+            async with asyncio.timeout(self.send_timeout):
+                result = await target.provider.send(message)
+        except ProviderError as error:
+            target.report(error)
+            failure = Failure(error.kind, str(error), name, error.retry_after)
+            outcome = self.after_failure(claimed, rules, now, failure)
+            if error.effect is not None and outcome.status is Status.FAILED:
+                outcome.effect, outcome.effect_reason = error.effect, error.reason
+            return outcome
+        except TimeoutError as error:
+            target.report(error)
+            text = f"provider did not answer within {self.send_timeout:g}s"
+            return self.after_failure(
+                claimed, rules, now, Failure(FailureKind.TRANSIENT, text, name)
+            )
+        except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
+            target.report(error)
+            text = f"provider error {type(error).__name__}: {error}"
+            return self.after_failure(
+                claimed, rules, now, Failure(FailureKind.TRANSIENT, text, name)
+            )
+        target.report(None)
         return Outcome(
-            claimed.id,
-            claimed.attempts,
-            Status.PENDING,
-            claimed.attempts,
-            next_attempt_at=decision.retry_at,
-            last_error=error,
-            provider=provider,
-            event="retry_scheduled",
-            event_detail=detail | {"retryAt": decision.retry_at.isoformat()},
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.SENT,
+            attempts=claimed.attempts,
+            provider=target.account or result.provider,
+            provider_msg_id=result.provider_msg_id,
+            sent_at=now,
         )
-    assert decision.failure_kind is not None
-    return failed(claimed, decision.failure_kind, error, provider, detail)
+
+    def after_failure(
+        self, claimed: ClaimedDelivery, rules: TypeRules, now: datetime, failure: Failure
+    ) -> Outcome:
+        error = failure.error[:MAX_ERROR_LENGTH]
+        kind, provider = failure.kind, failure.provider
+        decision = rules.retry.decide(claimed.attempts, kind, now, self.rng, failure.retry_after)
+        detail = {
+            "attempt": claimed.attempts,
+            "error": error,
+            "kind": kind.value,
+            "provider": provider,
+        }
+        if decision.retry_at is not None:
+            return Outcome(
+                delivery_id=claimed.id,
+                claimed_attempts=claimed.attempts,
+                status=Status.PENDING,
+                attempts=claimed.attempts,
+                next_attempt_at=decision.retry_at,
+                last_error=error,
+                provider=provider,
+                event="retry_scheduled",
+                event_detail=detail | {"retryAt": decision.retry_at.isoformat()},
+            )
+        assert decision.failure_kind is not None
+        return failed(claimed, decision.failure_kind, error, provider, detail)
 
 
 def failed(
@@ -257,12 +275,12 @@ def failed(
     detail: dict[str, object] | None = None,
 ) -> Outcome:
     return Outcome(
-        claimed.id,
-        claimed.attempts,
-        Status.FAILED,
-        claimed.attempts,
+        delivery_id=claimed.id,
+        claimed_attempts=claimed.attempts,
+        status=Status.FAILED,
+        attempts=claimed.attempts,
         last_error=error,
-        failure_kind=kind.value,
+        failure_kind=kind,
         provider=provider,
         event="failed",
         event_detail=(detail or {}) | {"failureKind": kind.value},
@@ -290,10 +308,10 @@ def _uncounted(
 ) -> Outcome:
     """An outcome that gives the claimed attempt back."""
     return Outcome(
-        claimed.id,
-        claimed.attempts,
-        status,
-        claimed.attempts - 1,
+        delivery_id=claimed.id,
+        claimed_attempts=claimed.attempts,
+        status=status,
+        attempts=claimed.attempts - 1,
         event=event,
         event_detail={"reason": reason},
         **fields,

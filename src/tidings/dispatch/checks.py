@@ -23,8 +23,9 @@ from tidings.policy.preferences import wanted
 from tidings.policy.suppression import canonical_address
 from tidings.priorities import Category
 from tidings.store import frequency, preferences, registry, suppressions
-from tidings.store.claims import ClaimedDelivery, Outcome
+from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
+from tidings.store.outcomes import Outcome
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).

@@ -11,7 +11,7 @@ import socket
 from collections.abc import Mapping
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import Composer
+from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
@@ -58,10 +58,13 @@ class Dispatcher:
             types=types,
             wakeup=service.wakeup,
             lease_seconds=settings.lease_seconds,
-            provider_timeout=settings.provider_timeout,
             rng=rng,
             protection=self.protection,
-            composer=Composer(service.templates, service.unsubscriber, settings.sms_max_segments),
+            sender=Sender(
+                Composer(service.templates, service.unsubscriber, settings.sms_max_segments),
+                settings.provider_timeout,
+                rng,
+            ),
             checks=SendTimeChecks(
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
             ),

@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import traceback
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import Composer, attempt, deferred, precheck, released
-from tidings.dispatch.checks import SendTimeChecks
+from tidings.dispatch.attempt import (
+    Sender,
+    Target,
+    deferred,
+    poisoned,
+    precheck,
+    released,
+)
+from tidings.dispatch.checks import Checked, SendTimeChecks
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.types import TypeCache
@@ -23,6 +31,7 @@ from tidings.settings import LaneSettings
 from tidings.store import registry
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
+from tidings.store.outcomes import Outcome, reachable
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +49,9 @@ class LaneContext:
     types: TypeCache
     wakeup: Wakeup
     lease_seconds: float
-    provider_timeout: float
     rng: random.Random
     checks: SendTimeChecks
-    composer: Composer
+    sender: Sender
     protection: Protection
 
 
@@ -63,40 +71,51 @@ class Lane:
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``)."""
         while not stop.is_set():
+            try:
+                await self._step(stop)
+            except Exception as error:
+                # Whatever escaped the per-delivery guards must not end the dispatcher: the
+                # deliveries of this step come back when their leases expire.
+                lane = self.priority.value
+                log.error("%s lane: step failed (%s)\n%s", lane, _name(error), _where(error))
+                await sleep_unless(stop, self.settings.poll_interval)
+
+    async def _step(self, stop: asyncio.Event) -> None:
+        """Claim what there are free slots and tokens for, check it, start its sends."""
+        free = self.settings.concurrency - self.in_flight
+        if free <= 0:
+            await first_of(self._slot_freed.wait(), stop.wait())
+            self._slot_freed.clear()
+            return
+        if self.in_flight and free < self._min_claim:
+            # Busy: let a few more slots free up so that one claim fills several.
+            await sleep_unless(stop, GATHER_SECONDS)
             free = self.settings.concurrency - self.in_flight
-            if free <= 0:
-                await first_of(self._slot_freed.wait(), stop.wait())
-                self._slot_freed.clear()
-                continue
-            if self.in_flight and free < self._min_claim:
-                # Busy: let a few more slots free up so that one claim fills several.
-                await sleep_unless(stop, GATHER_SECONDS)
-                free = self.settings.concurrency - self.in_flight
-            wanted = min(free, self.settings.claim_batch)
-            tokens = self.context.protection.claimable(self.priority, wanted)
-            if tokens == 0:
-                # Every account is out of tokens for this priority: claim nothing now, so
-                # that nothing is claimed only to be put back.
-                pause = self.context.protection.claim_pause(self.priority)
-                await sleep_unless(stop, min(max(pause, 0.005), self.settings.poll_interval))
-                continue
-            claimed = await self._claim(tokens)
-            send, profiles = await self._still_wanted(claimed)
-            for delivery, account in await self._admit(send):
-                self._start(delivery, profiles.get(delivery.user_id or ""), account)
-            if len(claimed) < tokens:
-                # Nothing more is due: sleep until woken, or until the next poll.
-                await first_of(
-                    self.context.wakeup.wait(self.priority, self.settings.poll_interval),
-                    stop.wait(),
-                )
+        wanted = min(free, self.settings.claim_batch)
+        tokens = self.context.protection.claimable(self.priority, wanted)
+        if tokens == 0:
+            # Every account is out of tokens for this priority: claim nothing now, so
+            # that nothing is claimed only to be put back.
+            pause = self.context.protection.claim_pause(self.priority)
+            await sleep_unless(stop, min(max(pause, 0.005), self.settings.poll_interval))
+            return
+        claimed = await self._claim(tokens)
+        send, profiles = await self._still_wanted(claimed)
+        for delivery, account in await self._admit(send):
+            self._start(delivery, profiles.get(delivery.user_id or ""), account)
+        if len(claimed) < tokens:
+            # Nothing more is due: sleep until woken, or until the next poll.
+            await first_of(
+                self.context.wakeup.wait(self.priority, self.settings.poll_interval),
+                stop.wait(),
+            )
 
     async def _claim(self, limit: int) -> list[ClaimedDelivery]:
         now = utcnow()
         lease_until = now + timedelta(seconds=self.context.lease_seconds)
         try:
             await self.context.types.refresh_if_stale()
-            await self.context.composer.templates.refresh_if_stale()
+            await self.context.sender.composer.templates.refresh_if_stale()
             return await claim_due(self.context.db, self.priority, limit, now, lease_until)
         except Exception:
             log.exception(
@@ -113,7 +132,10 @@ class Lane:
         now = utcnow()
         ready = []
         for delivery in claimed:
-            outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
+            try:
+                outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
+            except Exception as error:
+                outcome = self._poisoned(delivery, error)
             if outcome is None:
                 ready.append(delivery)
             else:
@@ -122,14 +144,43 @@ class Lane:
             return [], {}
         try:
             checked = await self.context.checks.run(ready, now)
-        except Exception:
-            log.exception("%s lane: send-time checks failed; releasing", self.priority.value)
-            for delivery in ready:
-                self.context.writer.put(released(delivery, now, "checks failed"))
-            return [], {}
+        except Exception as error:
+            log.warning("%s lane: send-time checks failed (%s)", self.priority.value, _name(error))
+            checked = await self._check_apart(ready, now)
         for outcome in checked.outcomes:
             self.context.writer.put(outcome)
         return checked.send, checked.profiles
+
+    async def _check_apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
+        """The checks of a batch that failed, run for each delivery alone: one the checks
+        cannot process fails as poison, instead of failing its whole batch again and again.
+        When the database is the trouble, the deliveries are given back for later."""
+        if not await reachable(self.context.db):
+            outcomes = [released(d, now, "checks failed") for d in ready]
+            return Checked([], outcomes, {})
+        result = Checked([], [], {})
+        for delivery in ready:
+            try:
+                checked = await self.context.checks.run([delivery], now)
+            except Exception as error:
+                result.outcomes.append(self._poisoned(delivery, error))
+                continue
+            result.send.extend(checked.send)
+            result.outcomes.extend(checked.outcomes)
+            result.profiles.update(checked.profiles)
+        return result
+
+    def _poisoned(self, delivery: ClaimedDelivery, error: BaseException) -> Outcome:
+        """The guard's verdict on a delivery whose processing raised: FAILED as poison, the
+        error kept on the row; the log has the delivery id and where, never the message."""
+        log.error(
+            "%s lane: delivery %s cannot be processed (%s); failed as poison\n%s",
+            self.priority.value,
+            delivery.id,
+            _name(error),
+            _where(error),
+        )
+        return poisoned(delivery, error)
 
     async def _admit(self, send: list[ClaimedDelivery]) -> list[tuple[ClaimedDelivery, str]]:
         """Choose each delivery's account (breakers, failover) and take its rate token;
@@ -173,28 +224,27 @@ class Lane:
     async def _send(
         self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str
     ) -> None:
+        """The whole processing of one claimed delivery, under the guard: whatever it raises
+        (a template that recurses without end, an absurd stored setting, a bug) fails this
+        delivery as poison, and the lane goes on."""
         context = self.context
         protection = context.protection
-        rules = context.types.rules(delivery.type)
         try:
+            rules = context.types.rules(delivery.type)
+            target = Target(
+                context.providers.providers[account],
+                context.providers.recorded_name(account),
+                protection.reporter(account),
+            )
             async with protection.bulkhead(account):
-                outcome = await attempt(
-                    delivery,
-                    context.providers.providers[account],
-                    rules,
-                    context.provider_timeout,
-                    context.rng,
-                    utcnow(),
-                    context.composer,
-                    profile,
-                    report=protection.reporter(account),
-                    account=context.providers.recorded_name(account),
-                )
+                outcome = await context.sender.attempt(delivery, rules, target, utcnow(), profile)
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
             protection.breaker.cancel(account)
             context.writer.put(released(delivery, utcnow(), "shutdown"))
             raise
+        except Exception as error:
+            outcome = self._poisoned(delivery, error)
         context.writer.put(outcome)
 
     async def drain(self, grace: float) -> None:
@@ -206,3 +256,13 @@ class Lane:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def _name(error: BaseException) -> str:
+    """An error's type only: its text may quote the message or an address."""
+    return type(error).__name__
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frames of its traceback: code locations, none of the error's text."""
+    return "".join(traceback.format_tb(error.__traceback__)[-3:])

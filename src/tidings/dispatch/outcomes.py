@@ -1,17 +1,25 @@
-"""Outcomes are buffered and written back in batches: one transaction for many sends."""
+"""Outcomes are buffered and written back in batches: one transaction for many sends.
+
+The writer never dies and never drops an outcome: a batch that fails is tried again; if the
+database answers but refuses a batch, its outcomes are written one by one, and one it
+refuses on its own is replaced by a plain one it can hold (see ``_plain``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from tidings.clock import utcnow
 from tidings.dispatch.waiting import first_of
-from tidings.store.claims import Outcome, write_outcomes
-from tidings.store.effects import apply_effects
+from tidings.states import FailureKind, Status
 from tidings.store.engine import Database
+from tidings.store.outcomes import Outcome, reachable, write_outcomes
 
 log = logging.getLogger(__name__)
+
+RETRY_PAUSE = 0.5  # seconds between tries while the database is away
 
 
 class OutcomeWriter:
@@ -52,15 +60,60 @@ class OutcomeWriter:
         """
         while self._buffer:
             batch = self._buffer[: self.max_batch]
-            try:
-                now = utcnow()
-                await write_outcomes(self.db, batch, now)
-                await apply_effects(self.db, batch, now)
-            except Exception:
-                log.exception("writing %d outcomes failed; retrying", len(batch))
-                await asyncio.sleep(0.5)
+            if await self._write(batch) or await self._write_apart(batch):
+                del self._buffer[: len(batch)]
+            else:
+                await asyncio.sleep(RETRY_PAUSE)
+
+    async def _write(self, batch: Sequence[Outcome]) -> bool:
+        try:
+            await write_outcomes(self.db, batch, utcnow())
+        except Exception as error:
+            # The engine keeps statement parameters (addresses, data) out of the error's text.
+            log.warning("writing %d outcomes failed: %s", len(batch), _name(error))
+            return False
+        return True
+
+    async def _write_apart(self, batch: Sequence[Outcome]) -> bool:
+        """After a batch failed: if the database answers, it refused something in the batch,
+        and trying the same batch again would fail forever. Write the outcomes one by one;
+        one refused on its own is replaced by its plain form. False: the database is away."""
+        if not await reachable(self.db):
+            return False
+        for outcome in batch:
+            if await self._write([outcome]):
                 continue
-            del self._buffer[: len(batch)]
+            log.error("delivery %s: outcome refused; writing its plain form", outcome.delivery_id)
+            if not await self._write([_plain(outcome)]) and not await reachable(self.db):
+                return False  # gone meanwhile: the batch is tried again (written rows are fenced)
+        return True
 
     async def drained(self) -> None:
         await self._idle.wait()
+
+
+def _plain(outcome: Outcome) -> Outcome:
+    """What the database holds of any outcome: its status (SENT stays SENT, as the message
+    went out; anything else ends FAILED as poison), without the text that was refused."""
+    if outcome.status is Status.SENT:
+        return Outcome(
+            delivery_id=outcome.delivery_id,
+            claimed_attempts=outcome.claimed_attempts,
+            status=Status.SENT,
+            attempts=outcome.attempts,
+            sent_at=outcome.sent_at,
+        )
+    return Outcome(
+        delivery_id=outcome.delivery_id,
+        claimed_attempts=outcome.claimed_attempts,
+        status=Status.FAILED,
+        attempts=outcome.attempts,
+        failure_kind=FailureKind.POISON,
+        last_error="the outcome of this attempt could not be written",
+        event="failed",
+        event_detail={"failureKind": FailureKind.POISON.value},
+    )
+
+
+def _name(error: BaseException) -> str:
+    return type(error).__name__

@@ -13,6 +13,8 @@ from tidings.states import FailureKind
 # A Retry-After beyond this is treated as this: a week is longer than any provider's outage
 # worth waiting for, and datetimes overflow past year 9999.
 MAX_RETRY_AFTER = 7 * 86400.0
+# A stored policy's backoff beyond this (a year) saturates here, instead of overflowing.
+MAX_BACKOFF = 366 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class RetryPolicy:
         if retry_after is not None and not math.isnan(retry_after):
             delay = min(max(0.0, retry_after), MAX_RETRY_AFTER)
         else:
-            delay = self.backoff(attempts, rng)
+            delay = min(self.backoff(attempts, rng), MAX_BACKOFF)
         return RetryDecision(retry_at=now + timedelta(seconds=delay), failure_kind=None)
 
 

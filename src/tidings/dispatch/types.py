@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
 from tidings.catalog import TypeCatalog
 from tidings.dispatch.retry import RetryPolicy
 from tidings.policy.preferences import required_channels
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,17 +35,26 @@ class TypeCache:
         types = await self.catalog.all()
         if self._version == self.catalog.version:
             return
-        self._rules = {
-            name: TypeRules(
-                self.default_retry.with_overrides(row["retry"]),
-                row["ttl_seconds"],
-                required_channels(row),
-                row.get("default_locale"),
-                row.get("collapse_key"),
-            )
-            for name, row in types.items()
-        }
+        self._rules = {}
+        for name, row in types.items():
+            try:
+                self._rules[name] = self._build(row)
+            except Exception as error:
+                # One unreadable stored type must not stop every lane from claiming: its
+                # deliveries go by the defaults.
+                log.error(
+                    "type %s: unreadable rules (%s); using defaults", name, type(error).__name__
+                )
         self._version = self.catalog.version
+
+    def _build(self, row: dict[str, Any]) -> TypeRules:
+        return TypeRules(
+            self.default_retry.with_overrides(row["retry"]),
+            row["ttl_seconds"],
+            required_channels(row),
+            row.get("default_locale"),
+            row.get("collapse_key"),
+        )
 
     def rules(self, type_name: str) -> TypeRules:
         found = self._rules.get(type_name)

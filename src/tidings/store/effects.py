@@ -1,22 +1,34 @@
 """What a permanent provider error means beyond its delivery: a push token that is gone is
-deactivated, and an address that bounced hard (or asked to stop) is suppressed."""
+deactivated, and an address that bounced hard (or asked to stop) is suppressed.
+
+Applied by ``store.outcomes.write_outcomes`` in the transaction of the batch's outcomes, so
+that a delivery is never FAILED without its effect, nor the effect kept without the outcome.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.policy.suppression import canonical_address
 from tidings.providers.base import Effect
-from tidings.store import suppressions
-from tidings.store.claims import Outcome
 from tidings.store.engine import Database
-from tidings.store.schema import delivery, device
+from tidings.store.schema import delivery, device, suppression
+from tidings.store.upsert import insert
+
+if TYPE_CHECKING:
+    from tidings.store.outcomes import Outcome
+
+REASON_LENGTH = 255  # the columns' width
 
 
-async def apply_effects(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
+async def apply_effects(
+    db: Database, conn: AsyncConnection, outcomes: Sequence[Outcome], now: datetime
+) -> None:
     """Idempotent, so a batch written again after a failure does no harm."""
     wanted = {o.delivery_id: o for o in outcomes if o.effect is not None}
     if not wanted:
@@ -24,23 +36,33 @@ async def apply_effects(db: Database, outcomes: Sequence[Outcome], now: datetime
     query = sa.select(delivery.c.id, delivery.c.channel, delivery.c.address).where(
         delivery.c.id.in_(list(wanted))
     )
-    async with db.engine.connect() as conn:
-        rows = (await conn.execute(query)).all()
-    for row in rows:
+    deactivate, suppress = [], []
+    for row in (await conn.execute(query)).all():
         outcome = wanted[row.id]
-        reason = outcome.effect_reason or outcome.effect or "provider"
-        if outcome.effect == Effect.DEACTIVATE_DEVICE.value:
-            await _deactivate(db, row.address, reason, now)
-        elif outcome.effect == Effect.SUPPRESS_ADDRESS.value:
+        reason = (outcome.effect_reason or outcome.effect or "provider")[:REASON_LENGTH]
+        if outcome.effect is Effect.DEACTIVATE_DEVICE:
+            deactivate.append({"b_token": row.address, "b_reason": reason})
+        elif outcome.effect is Effect.SUPPRESS_ADDRESS:
             address = canonical_address(row.channel, row.address)
-            await suppressions.put(db, row.channel, address, reason, now)
+            suppress.append(
+                {"channel": row.channel, "address": address, "reason": reason, "created_at": now}
+            )
+    if deactivate:
+        await conn.execute(_deactivate.values(updated_at=now), deactivate)
+    for values in suppress:  # rare, and one address may appear twice in a batch
+        await conn.execute(_suppress(db, values))
 
 
-async def _deactivate(db: Database, token: str, reason: str, now: datetime) -> None:
-    statement = (
-        sa.update(device)
-        .where(device.c.token == token)
-        .values(active=False, deactivated_reason=reason[:255], updated_at=now)
+_deactivate = (
+    sa.update(device)
+    .where(device.c.token == sa.bindparam("b_token"))
+    .values(active=False, deactivated_reason=sa.bindparam("b_reason"))
+)
+
+
+def _suppress(db: Database, values: dict[str, Any]) -> Any:
+    """Suppress (or re-suppress with a new reason) one address."""
+    statement = insert(db, suppression).values(values)
+    return statement.on_conflict_do_update(
+        index_elements=["channel", "address"], set_={"reason": statement.excluded.reason}
     )
-    async with db.engine.begin() as conn:
-        await conn.execute(statement)
