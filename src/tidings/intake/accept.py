@@ -3,12 +3,15 @@ insert in one transaction, answer per item, wake the HIGH lane."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
+from tidings.intake.db_errors import unstorable
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.policy.preferences import required_channels, wanted
 from tidings.policy.suppression import canonical_address
@@ -17,6 +20,8 @@ from tidings.states import Status
 from tidings.store import intake as store_intake
 from tidings.store import preferences, registry, suppressions
 from tidings.store.intake import AcceptResult, NotificationDraft
+
+log = logging.getLogger(__name__)
 
 ItemResult = AcceptResult | ItemError
 
@@ -33,7 +38,7 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
     await _refuse_without_templates(service, results, context)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     await _skip_unwanted(service, drafts, context)
-    stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
+    stored = iter(await _store(service, drafts, context.now) if drafts else [])
     answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
     for priority in {d.priority for d in drafts if d.send_at is None}:
@@ -41,11 +46,38 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
     return answers
 
 
+async def _store(
+    service: Service, drafts: Sequence[NotificationDraft], now: datetime
+) -> list[ItemResult]:
+    """Insert ``drafts`` in one transaction; when the database refuses a value, retry in
+    halves so only the draft it cannot store gets an error and the others are accepted.
+    (The API refuses such values first; this is the net for whatever it does not know.)"""
+    try:
+        return list(await store_intake.accept(service.db, drafts, now))
+    except Exception as error:
+        if not unstorable(error):
+            raise
+        if len(drafts) == 1:
+            log.warning("unstorable notification: %s", type(error).__name__)
+            return [
+                ItemError(
+                    "unstorable",
+                    "the database cannot store a value of this notification "
+                    "(for example a NUL character or a number out of range)",
+                )
+            ]
+    middle = len(drafts) // 2
+    return [
+        *await _store(service, drafts[:middle], now),
+        *await _store(service, drafts[middle:], now),
+    ]
+
+
 async def _refuse_without_templates(
     service: Service, results: list[ItemResult | NotificationDraft], context: IntakeContext
 ) -> None:
     """A notification with a channel that no template can serve is refused (422 naming the
-    channel): DESIGN.md §6, rule 1. One reload at most per request or batch."""
+    channel): docs/architecture.md, Policy check order. One reload at most per request or batch."""
     catalog = service.templates
     await catalog.refresh_if_stale()
     # A batch's items share a few (type, locale, channels) shapes: judge each shape once.
@@ -91,7 +123,7 @@ async def _skip_unwanted(
     service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
 ) -> None:
     """Deliveries the user switched off, or to a suppressed address, are accepted as
-    SKIPPED with the reason (DESIGN.md §6, rule 2, in that order)."""
+    SKIPPED with the reason (docs/architecture.md, Policy check order)."""
     await _skip_switched_off(service, drafts, context)
     await _skip_suppressed(service, drafts)
 

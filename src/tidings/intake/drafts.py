@@ -1,5 +1,6 @@
 """Turning a validated request into a notification draft: checks against its type, and one
-delivery per channel and address (DESIGN.md §6, rule 1; preferences come in a later step)."""
+delivery per channel and address (docs/architecture.md, Policy check order;
+preferences come in a later step)."""
 
 from __future__ import annotations
 
