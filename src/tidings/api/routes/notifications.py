@@ -120,9 +120,9 @@ def _parse_batch(body: bytes) -> list[BatchItemIn | ItemError]:
         pass
     try:
         document = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         raise ItemError(
-            "invalid_request", "the request body is not valid JSON", None, 400
+            "invalid_request", "the request body is not valid JSON (or nested too deep)", None, 400
         ) from None
     try:
         envelope = BatchEnvelope.model_validate(document)
