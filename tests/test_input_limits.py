@@ -110,7 +110,9 @@ async def test_nul_and_lone_surrogates_are_refused_everywhere(
     batch = await client.post(
         "/v1/notifications/batch", content=raw, headers={"content-type": "application/json"}
     )
-    assert _error(batch) == (422, "notifications.0.data.x", "invalid_text"), batch.text
+    [result] = batch.json()["results"]
+    assert result["status"] == "error", batch.text
+    assert (result["error"]["field"], result["error"]["code"]) == ("data.x", "invalid_text")
     template = await client.put(
         "/v1/templates/order.confirmed/email/en", json={"subject": "a\u0000", "text": "b"}
     )

@@ -9,14 +9,15 @@ from typing import Any
 import asyncpg
 import asyncpg.exceptions
 import sqlalchemy as sa
+from asyncpg.exceptions import _base as asyncpg_base
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tidings.intake.db_errors import unavailable
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import CommitAborted
+from tidings.store.db_errors import unavailable
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(asyncpg.PostgresError)
     @app.exception_handler(asyncpg.exceptions.InterfaceError)
+    @app.exception_handler(asyncpg_base.InternalClientError)
     async def _asyncpg(_request: Request, exc: Exception) -> JSONResponse:
         # Raised through Database.asyncpg (intake's hot path), unwrapped by SQLAlchemy.
         if not unavailable(exc):

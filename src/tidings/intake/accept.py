@@ -11,7 +11,6 @@ from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
-from tidings.intake.db_errors import unstorable
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.policy.preferences import required_channels, wanted
 from tidings.policy.suppression import canonical_address
@@ -19,6 +18,7 @@ from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
 from tidings.store import preferences, registry, suppressions
+from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
 
 log = logging.getLogger(__name__)

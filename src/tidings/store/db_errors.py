@@ -19,6 +19,20 @@ _UNAVAILABLE_CLASSES = ("08", "53", "57")
 _UNSTORABLE_STATES = ("22", "23502", "23514")
 
 
+# What asyncpg raises on a connection the server ended: a pooled connection that raised one
+# must be discarded, not handed to the next request.
+_CONNECTION_LOST = (
+    asyncpg.exceptions.InterfaceError,
+    asyncpg_base.InternalClientError,  # "cannot switch to state ..." after a broken operation
+    asyncpg.PostgresConnectionError,
+    ConnectionError,
+)
+
+
+def connection_lost(exc: BaseException) -> bool:
+    return isinstance(exc, _CONNECTION_LOST) and not isinstance(exc, asyncpg_base.DataError)
+
+
 def _sqlstate(exc: BaseException | None) -> str:
     state = getattr(exc, "sqlstate", None)
     return state if isinstance(state, str) else ""
@@ -32,7 +46,7 @@ def unavailable(exc: BaseException) -> bool:
         return exc.connection_invalidated or _sqlstate(exc.orig)[:2] in _UNAVAILABLE_CLASSES
     if isinstance(exc, asyncpg_base.DataError):  # a value asyncpg could not encode
         return False
-    if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.PostgresConnectionError):
+    if isinstance(exc, _CONNECTION_LOST):
         return True  # "connection is closed", "connection was closed in the middle of ..."
     return _sqlstate(exc)[:2] in _UNAVAILABLE_CLASSES
 
