@@ -208,3 +208,13 @@ def test_regex_checks_match_the_whole_value() -> None:
     with pytest.raises(ValidationError):
         TypeIn.model_validate({**TYPE, "defaultLocale": "en\n"})
     json.dumps(PreferencesIn.model_validate({"locale": "pt-BR"}).model_dump())
+
+
+def test_the_simulators_check_whole_values_too() -> None:
+    """The simulators stand in for the providers' own checks: a trailing newline is refused
+    there as the real services refuse it."""
+    from tidings.simulator import twilio
+
+    form = {"To": "+15559990000\n", "From": "+15005550006", "Body": "hi"}
+    assert twilio._invalid(form) == 21211
+    assert twilio._invalid(form | {"To": "+15559990000"}) is None
