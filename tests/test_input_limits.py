@@ -9,9 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.helpers import email_to, post, put_type
 from tidings.api.schemas import NotificationIn
+from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.content.locales import fallback_chain
 from tidings.intake.accept import accept
 from tidings.intake.drafts import ItemError
@@ -218,3 +221,21 @@ def test_the_simulators_check_whole_values_too() -> None:
     form = {"To": "+15559990000\n", "From": "+15005550006", "Body": "hi"}
     assert twilio._invalid(form) == 21211
     assert twilio._invalid(form | {"To": "+15559990000"}) is None
+
+
+_storable = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=5
+)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _storable,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_storable, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(document=_json, bad=st.sampled_from(["\x00", "\ud800", "\udfff"]))
+def test_the_text_guard_finds_bad_text_at_any_depth(document: Any, bad: str) -> None:
+    assert bad_text_path(document) is None
+    wrapped = {"a": [document, {"b": f"x{bad}"}]}
+    assert bad_text_path(wrapped) == "a.1.b"
+    assert may_hold_bad_text(json.dumps(wrapped).encode())
