@@ -27,6 +27,7 @@ from tidings.api.routes import (
     webhooks,
 )
 from tidings.api.schemas import BatchIn
+from tidings.api.text_guard import TextGuard
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
@@ -58,6 +59,8 @@ def create_app(service: Service) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(health.router)
     settings = service.settings
+    # Inside the size limit: it reads bounded bodies only.
+    app.add_middleware(TextGuard, item_paths=frozenset({"/v1/notifications/batch"}))
     app.add_middleware(
         BodySizeLimit,
         limit=settings.max_body_bytes,

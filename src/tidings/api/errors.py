@@ -6,13 +6,18 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import asyncpg
+import asyncpg.exceptions
 import sqlalchemy as sa
+from asyncpg.exceptions import _base as asyncpg_base
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from tidings.intake.drafts import ItemError
+from tidings.intake.group_commit import CommitAborted
+from tidings.store.db_errors import unavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +57,8 @@ def validation_message(error: dict[str, Any]) -> str:
     return f"{field}: {message}" if field else message
 
 
-# SQLSTATE classes that mean "the database cannot serve us now": connection exceptions,
-# insufficient resources (too many connections), operator intervention (shutting down).
-_UNAVAILABLE_CLASSES = ("08", "53", "57")
-
-
-def database_unavailable(exc: sa.exc.DBAPIError) -> bool:
-    if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-        return True
-    if exc.connection_invalidated:
-        return True
-    state = getattr(exc.orig, "sqlstate", None)
-    return isinstance(state, str) and state[:2] in _UNAVAILABLE_CLASSES
+def database_unavailable(exc: BaseException) -> bool:
+    return unavailable(exc)
 
 
 def _unavailable_response(exc: Exception) -> JSONResponse:
@@ -108,6 +103,19 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(sa.exc.TimeoutError)
     async def _pool_timeout(_request: Request, exc: sa.exc.TimeoutError) -> JSONResponse:
+        return _unavailable_response(exc)
+
+    @app.exception_handler(asyncpg.PostgresError)
+    @app.exception_handler(asyncpg.exceptions.InterfaceError)
+    @app.exception_handler(asyncpg_base.InternalClientError)
+    async def _asyncpg(_request: Request, exc: Exception) -> JSONResponse:
+        # Raised through Database.asyncpg (intake's hot path), unwrapped by SQLAlchemy.
+        if not unavailable(exc):
+            return await _unexpected(_request, exc)
+        return _unavailable_response(exc)
+
+    @app.exception_handler(CommitAborted)
+    async def _aborted(_request: Request, exc: CommitAborted) -> JSONResponse:
         return _unavailable_response(exc)
 
     @app.exception_handler(OSError)

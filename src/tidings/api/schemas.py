@@ -6,7 +6,7 @@ import json
 import re
 import uuid
 import zoneinfo
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -18,25 +18,38 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
 from tidings.priorities import Category, Channel, Priority
 
-_E164 = re.compile(r"^\+[1-9]\d{1,14}$")
+# fullmatch everywhere: with match() and "$", "+15559990000\n" passed (and skipped the
+# suppression of +15559990000).
+_E164 = re.compile(r"\+[1-9]\d{1,14}")
 
 
 def _e164(value: str) -> str:
-    if not _E164.match(value):
+    if not _E164.fullmatch(value):
         raise ValueError("phone must be in E.164 format, for example +5511912345678")
     return value
 
 
 def _http_url(value: str) -> str:
+    """An http(s) URL that an HTTP client can send to: checked here, not when it fails."""
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("webhookUrl must not contain spaces or control characters")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("webhookUrl must be an http or https URL with a host")
+    if not all(c.isalnum() or c in "-._:" for c in parts.hostname):
+        raise ValueError("webhookUrl has an invalid host")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError:
+        raise ValueError("webhookUrl has an invalid port (it must be 1-65535)") from None
     return value
 
 
@@ -48,7 +61,25 @@ def _timezone(value: str) -> str:
     return value
 
 
+MAX_JSON_DEPTH = 32
+
+
+def json_depth_over(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` deep (iteratively:
+    a deep value must not exhaust the stack checking it)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def _strict_json(value: dict[str, Any]) -> dict[str, Any]:
+    if json_depth_over(value):
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
     # Python's JSON parser accepts NaN and Infinity; no database JSON type does.
     try:
         json.dumps(value, allow_nan=False)
@@ -57,17 +88,31 @@ def _strict_json(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+# sendAt is stored as UTC: a far date in a far offset does not convert (9999-12-31 at -14:00).
+MAX_SEND_AHEAD = timedelta(days=365)
+
+
+def _send_at(value: datetime) -> datetime:
+    try:
+        in_utc = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("sendAt is out of range") from None
+    if in_utc > datetime.now(UTC) + MAX_SEND_AHEAD:
+        raise ValueError(f"sendAt must be at most {MAX_SEND_AHEAD.days} days ahead") from None
+    return value
+
+
 # Plain ASCII addresses (nearly all of them) are checked here; anything else goes to the
 # full validator, which is correct but costs ~40 µs an address, a third of a batch's time.
 _ASCII_EMAIL = re.compile(
-    r"^(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
+    r"(?P<local>[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*)"
     r"@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
-    r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)$"
+    r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
 )
 
 
 def _email(value: str) -> str:
-    match = _ASCII_EMAIL.match(value) if value.isascii() and len(value) <= 254 else None
+    match = _ASCII_EMAIL.fullmatch(value) if value.isascii() and len(value) <= 254 else None
     if match and len(match["local"]) <= 64:
         return f"{match['local']}@{match['domain'].lower()}"
     try:
@@ -79,8 +124,13 @@ def _email(value: str) -> str:
 JsonObject = Annotated[dict[str, Any], AfterValidator(_strict_json)]
 Email = Annotated[str, AfterValidator(_email)]
 Phone = Annotated[str, AfterValidator(_e164)]
-TimeZone = Annotated[str, AfterValidator(_timezone)]
-Locale = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")]
+TimeZone = Annotated[str, StringConstraints(max_length=64), AfterValidator(_timezone)]
+# pydantic's patterns run on Rust's regex engine, where "$" is the end of the text (a final
+# newline does not match; tests/test_input_limits.py checks it). 35: the locale columns.
+Locale = Annotated[
+    str, StringConstraints(max_length=35, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
+]
+SendAt = Annotated[AwareDatetime, AfterValidator(_send_at)]
 TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")]
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 # At most 1,024: addresses sit in btree indexes, whose entries must stay under ~2.7 kB.
@@ -110,11 +160,11 @@ class NotificationIn(ApiModel):
     type: TypeName
     user_id: UserId | None = None
     to: Recipient | None = None
-    data: dict[str, Any] = Field(default_factory=dict)  # NaN is refused in drafts.py
+    data: dict[str, Any] = Field(default_factory=dict)  # NaN, depth: refused in drafts.py
     channels: list[Channel] | None = Field(default=None, min_length=1)
     priority: Priority | None = None
     locale: Locale | None = None
-    send_at: AwareDatetime | None = None
+    send_at: SendAt | None = None
 
 
 class BatchItemIn(NotificationIn):
@@ -173,13 +223,27 @@ class RetryOverrides(ApiModel):
     base_delay: float | None = Field(default=None, gt=0, le=3600)
     max_delay: float | None = Field(default=None, gt=0, le=86400)
 
+    @field_validator("max_delay")
+    @classmethod
+    def _not_below_base(cls, value: float | None, info: ValidationInfo) -> float | None:
+        base = info.data.get("base_delay")
+        if value is not None and base is not None and value < base:
+            raise ValueError("maxDelay must not be below baseDelay")
+        return value
+
+
+MAX_TTL = 30 * 24 * 3600
+
 
 class TypeIn(ApiModel):
     category: Category
     priority: Priority
     channels: list[Channel] = Field(min_length=1)
     ttl: int | None = Field(
-        default=None, gt=0, description="seconds after which an unsent delivery expires"
+        default=None,
+        gt=0,
+        le=MAX_TTL,
+        description="seconds after which an unsent delivery expires (at most 30 days)",
     )
     retry: RetryOverrides | None = None
     required_channels: list[Channel] | None = Field(
@@ -195,6 +259,17 @@ class TypeIn(ApiModel):
     collapse_key: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
         default=None, description="push: a newer notification replaces an undelivered one"
     )
+
+    @field_validator("required_channels")
+    @classmethod
+    def _within_channels(
+        cls, value: list[Channel] | None, info: ValidationInfo
+    ) -> list[Channel] | None:
+        channels: list[Channel] = info.data.get("channels") or []  # missing: said already
+        outside = [c.value for c in value or [] if channels and c not in channels]
+        if outside:
+            raise ValueError(f"requiredChannels must be among channels; not: {', '.join(outside)}")
+        return value
 
 
 class TypeOut(TypeIn):

@@ -3,7 +3,9 @@ insert in one transaction, answer per item, wake the HIGH lane."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
@@ -17,7 +19,10 @@ from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
 from tidings.store import preferences, registry, suppressions
+from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
+
+log = logging.getLogger(__name__)
 
 ItemResult = AcceptResult | ItemError
 
@@ -34,12 +39,39 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
     await _refuse_without_templates(service, results, context)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     await _skip_unwanted(service, drafts, context)
-    stored = iter(await store_intake.accept(service.db, drafts, context.now) if drafts else [])
+    stored = iter(await _store(service, drafts, context.now) if drafts else [])
     answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
     for priority in {d.priority for d in drafts if d.send_at is None}:
         service.wakeup.notify(priority)
     return answers
+
+
+async def _store(
+    service: Service, drafts: Sequence[NotificationDraft], now: datetime
+) -> list[ItemResult]:
+    """Insert ``drafts`` in one transaction; when the database refuses a value, retry in
+    halves so only the draft it cannot store gets an error and the others are accepted.
+    (The API refuses such values first; this is the net for whatever it does not know.)"""
+    try:
+        return list(await store_intake.accept(service.db, drafts, now))
+    except Exception as error:
+        if not unstorable(error):
+            raise
+        if len(drafts) == 1:
+            log.warning("unstorable notification: %s", type(error).__name__)
+            return [
+                ItemError(
+                    "unstorable",
+                    "the database cannot store a value of this notification "
+                    "(for example a NUL character or a number out of range)",
+                )
+            ]
+    middle = len(drafts) // 2
+    return [
+        *await _store(service, drafts[:middle], now),
+        *await _store(service, drafts[middle:], now),
+    ]
 
 
 async def _refuse_without_templates(

@@ -1,6 +1,6 @@
 """Turning a validated request into a notification draft: checks against its type, and one
-delivery per channel and address (docs/architecture.md, Policy check order; preferences come in a
-later step)."""
+delivery per channel and address (docs/architecture.md, Policy check order;
+preferences come in a later step)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidings.api.schemas import NotificationIn
+from tidings.api.schemas import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
@@ -71,7 +71,7 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
         )
     priority = _priority(item, kind)
     data_json = canonical_data(item)
-    _check_data_size(data_json, context.max_data_bytes)
+    _check_data(item, data_json, context.max_data_bytes)
     send_at = _send_at(item, context)
     deliveries = _deliveries(item, kind, context)
     return NotificationDraft(
@@ -105,10 +105,37 @@ def _priority(item: NotificationIn, kind: dict[str, Any]) -> Priority:
     return item.priority
 
 
-def _check_data_size(data_json: str, limit: int) -> None:
-    size = len(data_json.encode())
+def _check_data(item: NotificationIn, data_json: str, limit: int) -> None:
+    """What the database cannot store is refused here, not by a failed group commit (the API
+    refuses NUL and lone surrogates in any body first; this holds for any caller)."""
+    try:
+        size = len(data_json.encode())
+    except UnicodeEncodeError:
+        raise ItemError("invalid_text", "data contains a lone UTF-16 surrogate", "data") from None
     if size > limit:
         raise ItemError("data_too_large", f"data is {size} bytes; the limit is {limit}", "data")
+    # Both tests run only when the cheap look at the text says they might fail.
+    if "\\u0000" in data_json and _has_nul(item.data):
+        raise ItemError("invalid_text", "data contains a NUL character", "data")
+    brackets = data_json.count("{") + data_json.count("[")
+    if brackets > MAX_JSON_DEPTH and json_depth_over(item.data):
+        raise ItemError(
+            "invalid_data", f"data is nested deeper than {MAX_JSON_DEPTH} levels", "data"
+        )
+
+
+def _has_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str) and "\x00" in node:
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _send_at(item: NotificationIn, context: IntakeContext) -> datetime | None:
@@ -165,6 +192,7 @@ def _deliveries(
             )
         addresses = _addresses(item, channel, context)
         if not addresses and explicit:
+            _refuse_unknown_user(item, context)
             raise ItemError(
                 "no_address",
                 f"no {channel.value} address for this recipient: "
@@ -175,6 +203,7 @@ def _deliveries(
             drafts.append(DeliveryDraft(new_id(), channel, "", Status.SKIPPED, "no_address"))
         drafts.extend(DeliveryDraft(new_id(), channel, address) for address in addresses)
     if all(d.status is Status.SKIPPED for d in drafts):
+        _refuse_unknown_user(item, context)
         raise ItemError(
             "no_address",
             "the recipient has no address on any channel of this type: "
@@ -182,6 +211,18 @@ def _deliveries(
             "to",
         )
     return drafts
+
+
+def _refuse_unknown_user(item: NotificationIn, context: IntakeContext) -> None:
+    """No address because the user is not registered: the producer must register the user
+    (PUT /v1/users/{id}) or give `to`, which is not what ``no_address`` asks of it."""
+    if item.user_id and item.user_id not in context.users:
+        raise ItemError(
+            "unknown_user",
+            f"user {item.user_id!r} is not registered (PUT /v1/users/{{id}}); "
+            "register the user or give the address in `to`",
+            "userId",
+        )
 
 
 def user_ids(items: Sequence[NotificationIn]) -> set[str]:

@@ -1,11 +1,12 @@
-"""Group commit: concurrent single requests share one transaction (docs/architecture.md, Intake and
-group commit).
+"""Group commit: concurrent single requests share one transaction (docs/architecture.md,
+Intake and group commit).
 
 While groups are being committed, newly arriving requests queue up and go together in the
 next transaction. An idle service commits a lone request at once (no added delay); a busy
 one answers many requests per commit, with up to ``max_in_flight`` commits under way (one
 alone would leave the process idle while the database syncs). Each request is answered
-only after the commit that holds it.
+only after the commit that holds it, and every queued request is answered: no future is
+left that nobody will complete.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+
+class CommitAborted(Exception):
+    """The commit holding a request was cancelled (shutdown): it may or may not have been
+    committed, so the caller retries with the same idempotency key."""
 
 
 # Items waiting to be committed, and the future their submitter awaits.
@@ -33,34 +39,51 @@ class GroupCommit(Generic[Item, Result]):
         self._max_items = max_items
         self._max_in_flight = max_in_flight
         self._queue: list[_Waiting[Item, Result]] = []
-        self._drainers: set[asyncio.Task[None]] = set()
+        # Counted by the drainers themselves, in the same step as their last look at the
+        # queue: a done-callback runs a loop iteration later, and a submit in between saw a
+        # full set of drainers that were in fact leaving, and started none.
+        self._draining = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def submit(self, items: Sequence[Item]) -> list[Result]:
         """Commit ``items`` (with whatever else is waiting); their results, in order."""
         future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
         self._queue.append((items, future))
-        if len(self._drainers) < self._max_in_flight:
-            # A task of its own: a cancelled request must not abort the others' commit.
-            drainer = asyncio.create_task(self._drain())
-            self._drainers.add(drainer)
-            drainer.add_done_callback(self._drainers.discard)
+        self._start_drainer()
         return await future
 
+    def _start_drainer(self) -> None:
+        if not self._queue or self._draining >= self._max_in_flight:
+            return
+        # A task of its own: a cancelled request must not abort the others' commit.
+        self._draining += 1
+        task = asyncio.create_task(self._drain())
+        self._tasks.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._tasks.discard)
+
     async def _drain(self) -> None:
-        while self._queue:
-            group = self._take_group()
-            try:
-                results = await self._commit([item for items, _ in group for item in items])
-            except Exception as error:
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(error)
-                continue
-            start = 0
-            for items, future in group:
-                if not future.done():
-                    future.set_result(results[start : start + len(items)])
-                start += len(items)
+        try:
+            while self._queue:
+                await self._commit_group(self._take_group())
+        finally:
+            self._draining -= 1
+            # Cancelled or failed outside a commit: whatever queued meanwhile still needs one.
+            self._start_drainer()
+
+    async def _commit_group(self, group: list[_Waiting[Item, Result]]) -> None:
+        try:
+            results = await self._commit([item for items, _ in group for item in items])
+        except Exception as error:
+            _fail(group, error)
+            return
+        except BaseException:
+            _fail(group, CommitAborted("the commit was cancelled; retry with the same key"))
+            raise
+        start = 0
+        for items, future in group:
+            if not future.done():
+                future.set_result(results[start : start + len(items)])
+            start += len(items)
 
     def _take_group(self) -> list[_Waiting[Item, Result]]:
         group: list[_Waiting[Item, Result]] = []
@@ -70,3 +93,9 @@ class GroupCommit(Generic[Item, Result]):
             group.append((items, future))
             count += len(items)
         return group
+
+
+def _fail(group: Sequence[_Waiting[Item, Result]], error: Exception) -> None:
+    for _, future in group:
+        if not future.done():
+            future.set_exception(error)

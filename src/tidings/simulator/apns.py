@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
 
 TOKEN_MAX_AGE = 3600
-DEVICE_TOKEN = re.compile(r"^[0-9a-fA-F]{64,200}$")
-APNS_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+DEVICE_TOKEN = re.compile(r"[0-9a-fA-F]{64,200}")
+APNS_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PUSH_TYPES = frozenset(
     {
         "alert",
@@ -140,7 +140,7 @@ class ApnsSimulator:
         if refused is not None:
             return refused
         device = request.path_params["token"]
-        if not DEVICE_TOKEN.match(device):
+        if not DEVICE_TOKEN.fullmatch(device):
             return _reason("BadDeviceToken")
         admission = await self.state.admit(device)
         if admission != OK:
@@ -221,7 +221,7 @@ class ApnsSimulator:
             return _reason("BadExpirationDate")
         if len(headers.get("apns-collapse-id", "").encode()) > COLLAPSE_ID_LIMIT:
             return _reason("BadCollapseId")
-        if not APNS_ID.match(headers.get("apns-id", str(uuid.uuid4())).lower()):
+        if not APNS_ID.fullmatch(headers.get("apns-id", str(uuid.uuid4())).lower()):
             return _reason("BadMessageId")
         return None
 

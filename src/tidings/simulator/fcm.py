@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 TOKEN_PATH = "/token"
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 PAYLOAD_LIMIT = 4096
-TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_:\-.]{16,4096}$")
-TTL_PATTERN = re.compile(r"^\d+(\.\d{1,9})?s$")
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_:\-.]{16,4096}")
+TTL_PATTERN = re.compile(r"\d+(\.\d{1,9})?s")
 
 # errorCode -> (HTTP status, google.rpc status, message), as Google answers them.
 ERRORS: dict[str, tuple[int, str, str]] = {
@@ -209,7 +209,7 @@ def _invalid(message: dict[str, Any]) -> Response | None:
     if len(targets) != 1:
         return _fcm_error("INVALID_ARGUMENT", "Exactly one of token, topic or condition")
     token = message.get("token")
-    if token is not None and not TOKEN_PATTERN.match(str(token)):
+    if token is not None and not TOKEN_PATTERN.fullmatch(str(token)):
         return _fcm_error(
             "INVALID_ARGUMENT",
             "The registration token is not a valid FCM registration token",
@@ -244,7 +244,7 @@ def _invalid_android(android: Any) -> Response | None:
     if android.get("priority", "NORMAL") not in ("NORMAL", "HIGH"):
         return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android.priority'")
     ttl = android.get("ttl")
-    if ttl is not None and (not TTL_PATTERN.match(str(ttl)) or float(str(ttl)[:-1]) > MAX_TTL):
+    if ttl is not None and (not TTL_PATTERN.fullmatch(str(ttl)) or float(str(ttl)[:-1]) > MAX_TTL):
         return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'")
     return None
 

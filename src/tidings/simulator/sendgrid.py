@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 MAX_BODY = 30 * 1024 * 1024  # SendGrid's limit for the whole request
 HELP = "http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html"
-_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+_EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")
 
 
 def error_body(message: str, field: str | None = None, help: str | None = None) -> dict[str, Any]:
@@ -246,7 +246,7 @@ def _error(message: str, field: str, anchor: str) -> dict[str, Any]:
 
 
 def _is_email(value: Any) -> bool:
-    return isinstance(value, str) and _EMAIL.match(value) is not None
+    return isinstance(value, str) and _EMAIL.fullmatch(value) is not None
 
 
 HTTP_PROVIDERS["sendgrid"] = SendGridSimulator

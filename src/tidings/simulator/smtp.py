@@ -52,7 +52,7 @@ REPLIES: dict[str, tuple[str, str]] = {
 }
 OUTAGE_REPLY = "421 4.3.2 Service not available, closing transmission channel"
 RATE_LIMITED_REPLY = "451 4.7.0 Too many messages, slow down"
-_ENHANCED = re.compile(r"^([245])\.\d{1,3}\.\d{1,3}$")
+_ENHANCED = re.compile(r"([245])\.\d{1,3}\.\d{1,3}")
 
 
 def _not_login_data_notice(record: logging.LogRecord) -> bool:
@@ -68,7 +68,7 @@ def reply_for(error: str, address: str) -> tuple[str, str]:
     if error in REPLIES:
         text, phase = REPLIES[error]
         return text.format(address=address), phase
-    match = _ENHANCED.match(error)
+    match = _ENHANCED.fullmatch(error)
     code = {"4": 451, "5": 550}.get(match.group(1) if match else "4", 451)
     status = error if match else "4.0.0"
     return f"{code} {status} <{address}>: Simulated error {error}", "rcpt"

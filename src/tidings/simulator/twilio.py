@@ -25,7 +25,7 @@ from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 
 NAME = "twilio"
-E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+E164 = re.compile(r"\+[1-9]\d{6,14}")
 IDEMPOTENCY_HEADER = "i-twilio-idempotency-token"
 # GSM 03.38 basic set (plus the extension table, which takes two septets).
 GSM7 = set(
@@ -167,7 +167,7 @@ def _invalid(form: dict[str, str]) -> int | None:
     to = form.get("To")
     if not to:
         return 21604
-    if not E164.match(to):
+    if not E164.fullmatch(to):
         return 21211
     if not form.get("From") and not form.get("MessagingServiceSid"):
         return 21603

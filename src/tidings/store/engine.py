@@ -11,6 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from tidings.store.db_errors import connection_lost
+
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 
 
@@ -48,7 +50,14 @@ class Database:
             raise RuntimeError("asyncpg connections exist on PostgreSQL only")
         async with self.engine.connect() as conn:
             raw = await conn.get_raw_connection()
-            yield raw.driver_connection
+            try:
+                yield raw.driver_connection
+            except BaseException as error:
+                # SQLAlchemy sees no error raised by the driver connection itself: a dead
+                # one would go back to the pool and fail every request that draws it.
+                if connection_lost(error):
+                    await conn.invalidate()
+                raise
 
 
 def connect(url: str, pool_size: int = 10) -> Database:

@@ -31,6 +31,10 @@ def load_public_key(public_key: str) -> ec.EllipticCurvePublicKey:
     return key
 
 
+# Unix seconds have 10 digits until the year 2286.
+MAX_DIGITS = 12
+
+
 class EventWebhookVerifier:
     """Checks signed Event Webhook requests against the account's verification key."""
 
@@ -47,7 +51,8 @@ class EventWebhookVerifier:
 
     def verify(self, body: bytes, signature: str, timestamp: str) -> bool:
         """True when the signature is valid and the timestamp within the window."""
-        if not timestamp.isascii() or not timestamp.isdigit():
+        # Unauthenticated input: int() of a 5,000-digit string raises (and is slow).
+        if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > MAX_DIGITS:
             return False
         if abs(self._clock() - int(timestamp)) > self._tolerance:
             return False

@@ -25,6 +25,7 @@ from tidings.api.schemas import (
     NotificationIn,
     NotificationOut,
 )
+from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.intake.accept import ItemResult, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import GroupCommit
@@ -113,16 +114,18 @@ async def create_batch(request: Request) -> Any:
 
 
 def _parse_batch(body: bytes) -> list[BatchItemIn | ItemError]:
-    """Every item in one pass; item by item only to say which ones are bad."""
-    try:
-        return list(BatchIn.model_validate_json(body).notifications)
-    except ValidationError:
-        pass
+    """Every item in one pass; item by item only to say which ones are bad (or when text no
+    database stores may be in it: each such item gets its own error)."""
+    if not may_hold_bad_text(body):
+        try:
+            return list(BatchIn.model_validate_json(body).notifications)
+        except ValidationError:
+            pass
     try:
         document = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         raise ItemError(
-            "invalid_request", "the request body is not valid JSON", None, 400
+            "invalid_request", "the request body is not valid JSON (or nested too deep)", None, 400
         ) from None
     try:
         envelope = BatchEnvelope.model_validate(document)
@@ -139,6 +142,13 @@ def _item_error(exc: ValidationError) -> ItemError:
 
 
 def _parse_item(raw: dict[str, Any]) -> BatchItemIn | ItemError:
+    bad = bad_text_path(raw)
+    if bad is not None:
+        return ItemError(
+            "invalid_text",
+            f"{bad or 'the item'} contains NUL or a lone UTF-16 surrogate",
+            bad or None,
+        )
     try:
         return _batch_item.validate_python(raw)
     except ValidationError as exc:
