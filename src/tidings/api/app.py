@@ -1,14 +1,13 @@
-"""The FastAPI application: routes, JSON errors and the body size limit."""
+"""The FastAPI application: routes, JSON errors, the body size limit and its OpenAPI."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from fastapi import FastAPI
 
 from tidings import __version__
-from tidings.api import errors
+from tidings.api import errors, openapi
 from tidings.api.body_limit import BodySizeLimit
 from tidings.api.routes import (
     deadletters,
@@ -22,12 +21,23 @@ from tidings.api.routes import (
     unsubscribe,
     webhooks,
 )
-from tidings.api.schemas import BatchIn
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
+ROUTERS = (
+    notifications.router,
+    registry.router,
+    preferences.router,
+    suppressions.router,
+    templates.router,
+    providers.router,
+    deadletters.router,
+    unsubscribe.router,
+    webhooks.router,
+    health.router,
+)
 
 
 def create_app(service: Service) -> FastAPI:
@@ -40,16 +50,9 @@ def create_app(service: Service) -> FastAPI:
     app.state.service = service
     app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
-    app.include_router(notifications.router)
-    app.include_router(registry.router)
-    app.include_router(preferences.router)
-    app.include_router(suppressions.router)
-    app.include_router(templates.router)
-    app.include_router(providers.router)
-    app.include_router(deadletters.router)
-    app.include_router(unsubscribe.router)
-    app.include_router(webhooks.router)
-    app.include_router(health.router)
+    openapi.allow_every_method(app, ROUTERS)
+    for router in ROUTERS:
+        app.include_router(router)
     settings = service.settings
     app.add_middleware(
         BodySizeLimit,
@@ -58,20 +61,5 @@ def create_app(service: Service) -> FastAPI:
         # SendGrid posts events in batches of up to about 768 KB.
         limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES},
     )
-    _document_batch_body(app)
+    openapi.document(app, ROUTERS)
     return app
-
-
-def _document_batch_body(app: FastAPI) -> None:
-    """Add BatchIn to the OpenAPI components: the batch route reads its body itself."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = build()
-            body = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update({**body.pop("$defs", {}), "BatchIn": body})
-        return app.openapi_schema or build()
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     model_validator,
 )
@@ -297,7 +298,8 @@ class QuietHours(ApiModel):
 
 
 class PreferencesIn(ApiModel):
-    categories: dict[Category, dict[Channel, bool]] = Field(default_factory=dict)
+    # Strict: the schema says boolean, so 0, 1 or "yes" are refused, not guessed at.
+    categories: dict[Category, dict[Channel, StrictBool]] = Field(default_factory=dict)
     quiet_hours: QuietHours | None = None
     timezone: TimeZone | None = None
     locale: Locale | None = None
