@@ -78,8 +78,11 @@ def _email(value: str) -> str:
 
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(_strict_json)]
-Email = Annotated[str, AfterValidator(_email)]
-Phone = Annotated[str, AfterValidator(_e164)]
+# The OpenAPI document says what the validators accept (clients and schemathesis read it).
+Email = Annotated[str, AfterValidator(_email), Field(json_schema_extra={"format": "email"})]
+Phone = Annotated[
+    str, AfterValidator(_e164), Field(json_schema_extra={"pattern": r"^\+[1-9][0-9]{1,14}$"})
+]
 TimeZone = Annotated[str, AfterValidator(_timezone)]
 Locale = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")]
 TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")]
