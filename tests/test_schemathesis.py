@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -149,7 +148,7 @@ class Forwarder:
 
 def _openapi() -> dict[str, Any]:
     """The schema: building it needs an app, never a database (this one is not opened)."""
-    unused = Settings(database_url="sqlite:///" + str(Path("/nonexistent/schema.db")))
+    unused = Settings(database_url="sqlite:////nonexistent/schema.db", secret_key="unused")
     return create_app(Service.from_settings(unused)).openapi()
 
 
@@ -241,8 +240,7 @@ class Links(schema.as_state_machine()):  # type: ignore[misc]
     # Random emails and phones are mostly refused; an empty profile is always accepted.
     @initialize(
         target=Bundle("catch_all"),
-        input=_created("/v1/users/{user_id}", "PUT")
-        | _created("/v1/users/{user_id}", "PUT", body={}),
+        input=_created(USER, "PUT") | _created(USER, "PUT", body={}),
     )
     def create_user(self, input: StepInput) -> StepOutput | None:
         return self._first(input)
