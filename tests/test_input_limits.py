@@ -68,6 +68,10 @@ async def test_the_longest_ttl_is_accepted(client: httpx.AsyncClient) -> None:
     ("change", "field"),
     [
         ({"to": {"phone": "+15559990000\n"}, "channels": ["sms"]}, "to.phone"),
+        (
+            {"to": {"phone": "+1\u0663\u0663\u0663\u0663\u0663\u0663\u0663"}, "channels": ["sms"]},
+            "to.phone",
+        ),
         ({"to": {"email": "ana@example.com\n"}}, "to.email"),
         ({"locale": "en\n"}, "locale"),
         ({"locale": "en-" + "-".join(["abcdefgh"] * 4)}, "locale"),  # 38 > 35

@@ -1,9 +1,8 @@
-"""The FastAPI application: routes, JSON errors and the body size limit."""
+"""The FastAPI application: routes, JSON errors, the body size limit and its OpenAPI."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import swagger_ui_bundle  # type: ignore[import-untyped]
 from fastapi import FastAPI
@@ -12,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from tidings import __version__
-from tidings.api import errors
+from tidings.api import errors, openapi
 from tidings.api.body_limit import BodySizeLimit
 from tidings.api.routes import (
     deadletters,
@@ -26,13 +25,24 @@ from tidings.api.routes import (
     unsubscribe,
     webhooks,
 )
-from tidings.api.schemas import BatchIn
 from tidings.api.text_guard import TextGuard
 from tidings.intake.accept import accept
 from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
+ROUTERS = (
+    notifications.router,
+    registry.router,
+    preferences.router,
+    suppressions.router,
+    templates.router,
+    providers.router,
+    deadletters.router,
+    unsubscribe.router,
+    webhooks.router,
+    health.router,
+)
 
 
 def create_app(service: Service) -> FastAPI:
@@ -48,16 +58,9 @@ def create_app(service: Service) -> FastAPI:
     app.state.service = service
     app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
-    app.include_router(notifications.router)
-    app.include_router(registry.router)
-    app.include_router(preferences.router)
-    app.include_router(suppressions.router)
-    app.include_router(templates.router)
-    app.include_router(providers.router)
-    app.include_router(deadletters.router)
-    app.include_router(unsubscribe.router)
-    app.include_router(webhooks.router)
-    app.include_router(health.router)
+    openapi.allow_every_method(app, ROUTERS)
+    for router in ROUTERS:
+        app.include_router(router)
     settings = service.settings
     # Inside the size limit: it reads bounded bodies only.
     app.add_middleware(TextGuard, item_paths=frozenset({"/v1/notifications/batch"}))
@@ -68,23 +71,8 @@ def create_app(service: Service) -> FastAPI:
         # SendGrid posts events in batches of up to about 768 KB.
         limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES},
     )
-    _document_batch_body(app)
+    openapi.document(app, ROUTERS)
     return app
-
-
-def _document_batch_body(app: FastAPI) -> None:
-    """Add BatchIn to the OpenAPI components: the batch route reads its body itself."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = build()
-            body = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update({**body.pop("$defs", {}), "BatchIn": body})
-        return app.openapi_schema or build()
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 DOCS_ASSETS = "/docs/assets"

@@ -25,7 +25,7 @@ from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 
 NAME = "twilio"
-E164 = re.compile(r"\+[1-9]\d{6,14}")
+E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 IDEMPOTENCY_HEADER = "i-twilio-idempotency-token"
 # GSM 03.38 basic set (plus the extension table, which takes two septets).
 GSM7 = set(

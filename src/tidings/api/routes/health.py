@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Request
 
 from tidings.api.errors import error_response
+from tidings.api.schemas import ErrorResponse
 from tidings.service import Service
 from tidings.store.migrate import current_revision, head_revision
 
@@ -20,7 +21,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "not ready"}})
+@router.get("/readyz", responses={503: {"model": ErrorResponse, "description": "not ready"}})
 async def readyz(request: Request) -> Any:
     """Ready when the database answers and its schema is at the latest migration."""
     service: Service = request.app.state.service

@@ -7,6 +7,7 @@ anyone. POST (the button, or a mail client's one-click request) switches the cat
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -18,6 +19,10 @@ from tidings.service import Service
 from tidings.store import preferences, suppressions
 
 router = APIRouter(tags=["unsubscribe"])
+_HTML: dict[str, Any] = {"text/html": {"schema": {"type": "string"}}}
+_INVALID_LINK: dict[int | str, dict[str, Any]] = {
+    400: {"description": "the link is not valid or was altered", "content": _HTML}
+}
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -42,7 +47,7 @@ def _invalid() -> HTMLResponse:
     )
 
 
-@router.get("/u/{token}", response_class=HTMLResponse)
+@router.get("/u/{token}", response_class=HTMLResponse, responses=_INVALID_LINK)
 async def confirm_unsubscribe(request: Request, token: str) -> HTMLResponse:
     """A confirmation page; it never unsubscribes by itself."""
     try:
@@ -57,7 +62,7 @@ async def confirm_unsubscribe(request: Request, token: str) -> HTMLResponse:
     return _page("Unsubscribe", text, form)
 
 
-@router.post("/u/{token}", response_class=HTMLResponse)
+@router.post("/u/{token}", response_class=HTMLResponse, responses=_INVALID_LINK)
 async def unsubscribe(request: Request, token: str) -> HTMLResponse:
     """Switch the category off on that channel (or suppress a bare address)."""
     try:

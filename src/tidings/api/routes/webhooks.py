@@ -37,7 +37,7 @@ from tidings.tracking.twilio_signature import (
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413)
 }
 
 
