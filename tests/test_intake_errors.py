@@ -207,7 +207,11 @@ async def test_no_input_makes_a_500(
     response = await client.request(method, path, json=body, headers={"Idempotency-Key": "fuzz"})
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
-        assert set(response.json()["error"]) == {"code", "message", "field"}
+        assert (
+            {"code", "message", "field"}
+            <= set(response.json()["error"])
+            <= {"code", "message", "field", "problems"}
+        )
 
 
 async def test_nan_and_infinity_in_data_are_refused(client: httpx.AsyncClient) -> None:
@@ -241,3 +245,19 @@ async def test_unreachable_database_is_503_not_500(tmp_path: Path) -> None:
     assert response.headers["Retry-After"] == "1"
     assert response.json()["error"]["code"] == "database_unavailable"
     assert ready.status_code == 503
+
+
+async def test_a_missing_key_is_reported_with_the_body_errors(client: httpx.AsyncClient) -> None:
+    """One answer names every problem: the missing header and the body's own."""
+    response = await client.post("/v1/notifications", json={"data": {}, "priority": "urgent"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    fields = {problem["field"] for problem in error["problems"]}
+    assert {"Idempotency-Key", "type", "priority"} <= fields
+    assert error["field"] in fields
+
+
+async def test_a_single_problem_has_no_list(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/notifications", json={"type": "x"})
+    error = response.json()["error"]
+    assert error["field"] == "Idempotency-Key" and "problems" not in error

@@ -28,9 +28,17 @@ def error_response(
     message: str,
     field: str | None = None,
     headers: Mapping[str, str] | None = None,
+    problems: list[dict[str, str | None]] | None = None,
 ) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "field": field}}
-    return JSONResponse(body, status_code=status_code, headers=headers)
+    error: dict[str, Any] = {"code": code, "message": message, "field": field}
+    if problems:
+        # All at once: a producer fixes a missing header and a bad body in one round.
+        error["problems"] = problems
+    return JSONResponse({"error": error}, status_code=status_code, headers=headers)
+
+
+def _problem(error: dict[str, Any]) -> dict[str, str | None]:
+    return {"field": field_name(error.get("loc", ())), "message": validation_message(error)}
 
 
 def field_name(location: tuple[Any, ...] | list[Any]) -> str | None:
@@ -75,14 +83,17 @@ def _unavailable_response(exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
+        found = exc.errors()
+        first = found[0] if found else {}
         status_code = 400 if first.get("type") == "json_invalid" else 422
-        return error_response(
+        response = error_response(
             status_code,
             "invalid_request",
             validation_message(first),
             field_name(first.get("loc", ())),
+            problems=[_problem(error) for error in found] if len(found) > 1 else None,
         )
+        return response
 
     @app.exception_handler(ItemError)
     async def _item(_request: Request, exc: ItemError) -> JSONResponse:

@@ -200,10 +200,20 @@ class NotificationAccepted(ApiModel):
     deliveries: list[DeliveryAccepted]
 
 
+class FieldProblem(ApiModel):
+    field: str | None = None
+    message: str
+
+
 class ErrorBody(ApiModel):
     code: str
     message: str
     field: str | None = None
+    problems: list[FieldProblem] | None = Field(
+        default=None,
+        description="every problem found in the request, when there is more than one "
+        "(`message` and `field` describe the first)",
+    )
 
 
 class ErrorResponse(ApiModel):
