@@ -17,8 +17,9 @@ No template can freeze or crash the process (API and dispatcher share one event 
 - three speeds: plain ``{{ name }}`` parts (``Part.pieces``, the dispatch hot path) and
   small loop-free templates (``Part.inline``: names, attributes, conditions and a few linear
   filters; their cost is that of the data) render inline, on the event loop. Anything else
-  (loops, macros, calls, arithmetic) renders in one of ``RENDER_THREADS`` worker threads,
-  under the deadline: the event loop keeps running, as Python switches threads every 5 ms;
+  (loops, macros, calls, arithmetic) renders in a worker thread, under the deadline; the
+  trace function also sleeps a millisecond in every two, so that the event loop gets the
+  GIL at once instead of after Python's 5 ms switch interval (once per system call);
 - whatever a render raises (a bound, the deadline, ``RecursionError`` from a recursive
   macro, ``MemoryError``, a type error) is a ``RenderError``: the delivery fails as poison.
 """
@@ -49,8 +50,13 @@ from tidings.content.sandbox import (
 from tidings.content.static import StaticProblem, check_static
 from tidings.providers.base import Content
 
-RENDER_SECONDS = 1.0
-RENDER_THREADS = 2  # of 2 cores: the event loop still gets its turn every few ms
+RENDER_SECONDS = 0.5  # a real template takes well under a millisecond
+# One thread: each more is one more holder of the GIL the event loop waits for (measured:
+# /healthz's worst latency doubles with two). Non-inline renders queue behind a hostile one
+# for at most RENDER_SECONDS each.
+RENDER_THREADS = 1
+YIELD_EVERY = 0.001  # a long render hands the GIL to the event loop this often...
+YIELD_FOR = 0.002  # ...for this long
 _TEMPLATE_FILE = "<template>"  # the file name Jinja2 gives code compiled from a string
 
 
@@ -190,7 +196,7 @@ _INLINE_NODES = (
     nodes.Filter,
 )
 _INLINE_FILTERS = frozenset(
-    "default d escape e safe upper lower title capitalize trim string length count".split()
+    "default d escape e safe upper lower title capitalize trim string length count tojson".split()
 )
 _INLINE_MAX_NODES = 60
 
@@ -280,11 +286,20 @@ def _workers() -> ThreadPoolExecutor:
 @contextmanager
 def _deadline(seconds: float) -> Iterator[None]:
     """Raise ``Expired`` in this thread's template code once ``seconds`` have passed: a
-    trace function sees each call, and each line of compiled template code."""
+    trace function sees each call, and each line of compiled template code. Every
+    ``YIELD_EVERY`` seconds it also sleeps ``YIELD_FOR``, handing the GIL to the event loop
+    (which would otherwise wait up to Python's 5 ms switch interval for each of the few
+    system calls that answering a request takes)."""
     at = time.monotonic() + seconds
+    next_yield = time.monotonic() + YIELD_EVERY
 
     def on_line(frame: FrameType, event: str, arg: Any) -> Any:
-        if time.monotonic() > at:
+        nonlocal next_yield
+        now = time.monotonic()
+        if now > next_yield:
+            time.sleep(YIELD_FOR)
+            next_yield = time.monotonic() + YIELD_EVERY
+        if now > at:
             set_expired(True)  # the bounded operations raise it too from now on
             raise Expired
         return on_line

@@ -17,7 +17,9 @@ How, everywhere a template makes a value:
   ``join``, ``replace``, ``batch``, ``slice``, ``format``, ``wordwrap``) are checked before,
   every result after; method calls on strings and numbers go through an allow list
   (``str.format`` widths, ``ljust``, ``join``, ``replace``... checked before);
-- every value printed by ``{{ }}`` is measured (``finalize``) before it becomes text.
+- every value printed by ``{{ }}`` is measured (``finalize``) before it becomes text;
+- macros nest at most ``MAX_MACRO_DEPTH`` deep: a recursive macro fails fast, with few
+  objects made (a RecursionError would come a thousand Python frames later).
 A value's size is the length of its text (containers walked with an early stop), so a
 value within the bound is cheap to print, compare or copy.
 """
@@ -34,7 +36,7 @@ from typing import Any
 from jinja2 import StrictUndefined, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
-from jinja2.runtime import Context
+from jinja2.runtime import Context, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, generate_lorem_ipsum
 from markupsafe import Markup, escape
@@ -43,6 +45,7 @@ MAX_CHARS = 1_000_000  # the longest text a value may print as, and a part may r
 MAX_INT_BITS = 16_384  # about 4,900 decimal digits
 MAX_ITEMS = 100_000  # as Jinja2's MAX_RANGE
 MAX_DEPTH = 100  # containers nested deeper are refused (and never printed)
+MAX_MACRO_DEPTH = 100  # macros calling macros: well before Python's recursion limit
 
 
 class LimitExceeded(SecurityError):
@@ -369,7 +372,16 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     ) -> Any:
         check_deadline()
         _check_method(__obj, args, kwargs)
-        return checked(super().call(__context, __obj, *args, **kwargs))
+        if not isinstance(__obj, Macro):
+            return checked(super().call(__context, __obj, *args, **kwargs))
+        depth = getattr(_state, "macro_depth", 0)
+        if depth >= MAX_MACRO_DEPTH:
+            raise LimitExceeded(f"macros nested more than {MAX_MACRO_DEPTH} deep (recursion?)")
+        _state.macro_depth = depth + 1
+        try:
+            return checked(super().call(__context, __obj, *args, **kwargs))
+        finally:
+            _state.macro_depth = depth
 
     @staticmethod
     def bounded_concat(values: tuple[Any, ...], autoescape: bool | None) -> str:

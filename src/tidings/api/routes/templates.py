@@ -66,7 +66,7 @@ async def put_template(
     row, created = await templates.add_version(
         service.db, type_name, channel.value, normalise(locale), parts, utcnow()
     )
-    service.templates.invalidate()
+    await service.templates.reload_now()  # this process's preview shows it at once
     out = _template_out(row).model_dump(mode="json", by_alias=True, exclude_none=True)
     return JSONResponse(out, status_code=201 if created else 200)
 
