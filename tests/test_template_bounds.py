@@ -90,6 +90,40 @@ def test_each_runtime_bound_fails_as_a_render_error() -> None:
         assert time.monotonic() - started < 5, name
 
 
+BENIGN = [
+    "{% for item in items %}{{ loop.index }}. {{ item.name | title }} x{{ item.qty }}\n"
+    "{% endfor %}",
+    "{{ items | map(attribute='name') | join(', ') }} ({{ items | length }})",
+    "{{ '%s has %d items' % (user, items | length) }} {{ '{} / {:>5}'.format(user, 3) }}",
+    "{% macro row(i) %}<{{ i.name }}>{% endmacro %}{% for i in items %}{{ row(i) }}{% endfor %}",
+    "{{ (total * 1.1) | round(2) }} {{ total ** 2 }} {{ total // 3 }} {{ 'ab' * 3 }}",
+    "{{ user ~ ': ' ~ items[0].name }} {{ [1, 2] + [3] }} {{ {'a': 1} }} {{ (1, 2) }}",
+    "{{ user.center(11, '*') }} {{ user.replace('a', 'o') }} {{ ', '.join(['x', 'y']) }}",
+    "{% set ns = namespace(n=0) %}{% for i in items %}{% set ns.n = ns.n + i.qty %}{% endfor %}"
+    "{{ ns.n }} {{ items | sum(attribute='qty') }} {{ range(3) | list }}",
+    "{{ user | indent(2) }}{{ 'a b c' | wordwrap(3) }}{{ 'x' | center(5) }}{{ user | e }}",
+]
+
+
+@pytest.mark.parametrize("source", BENIGN)
+@pytest.mark.parametrize("html", [False, True])
+def test_ordinary_templates_render_as_jinjas_sandbox_renders_them(source: str, html: bool) -> None:
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    data = {
+        "user": "Ana <&>",
+        "total": 41.5,
+        "items": [{"name": "tea", "qty": 2}, {"name": "<cup>", "qty": 1}],
+    }
+    jinja = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=html)
+    row = {"id": 1, "type": TYPE, "channel": "email", "locale": "en", "version": 1}
+    part = "html" if html else "text"
+    template = compile_row(row | {"subject": "s", part: source})
+    rendered = template.render(data)
+    assert getattr(rendered, part) == jinja.from_string(source).render(data)
+
+
 def test_a_stored_template_refused_by_todays_checks_fails_when_rendered() -> None:
     row = {"id": 1, "type": TYPE, "channel": "sms", "locale": "en", "version": 1}
     template = compile_row(row | {"text": STATIC["attr with a private name"]})

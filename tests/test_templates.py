@@ -82,10 +82,10 @@ async def test_each_upload_is_a_new_version_and_an_equal_one_is_not(
 @pytest.mark.parametrize(
     ("channel", "body", "field", "says"),
     [
-        ("email", {"text": "no subject"}, "subject", "needs subject"),
+        ("email", {"text": "no subject"}, "subject", "an email template needs subject"),
         ("email", {"subject": "only a subject"}, "text", "text or html"),
-        ("sms", {"subject": "x", "text": "y"}, "subject", "has no subject"),
-        ("push", {"text": "y", "html": "<p>"}, "html", "has no html"),
+        ("sms", {"subject": "x", "text": "y"}, "subject", "an sms template has no subject"),
+        ("push", {"text": "y", "html": "<p>"}, "html", "a push template has no html"),
         ("push", {"text": "y", "data": {"gcm.x": "1"}}, "data", "reserved"),
         ("email", {"subject": "{{ order", "text": "x"}, "subject", "subject:"),
         ("webhook", {"text": "x"}, "channel", None),

@@ -57,9 +57,9 @@ def check_template(kind: dict[str, Any], channel: Channel, parts: dict[str, Any]
     _compile_all(parts)
 
 
-def _article(word: str) -> str:
-    """``an email``, ``a push``: the article English puts before ``word``."""
-    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+def _article(channel: str) -> str:
+    """``an email``, ``an sms`` (said "es-em-es"), ``a push``, ``a webhook``."""
+    return f"{'an' if channel in ('email', 'sms') else 'a'} {channel}"
 
 
 def _check_push_keys(data: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ No template can freeze or crash the process (API and dispatcher share one event 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
 from collections.abc import Iterator
@@ -226,7 +227,7 @@ class CompiledTemplate:
     html: Part | None
     data: dict[str, Part] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def inline(self) -> bool:
         """Every part cheap enough to render on the event loop."""
         parts = [self.subject, self.text, self.html, *self.data.values()]

@@ -36,10 +36,10 @@ from typing import Any
 from jinja2 import StrictUndefined, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
-from jinja2.runtime import Context, Macro
+from jinja2.runtime import Context, Macro, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, generate_lorem_ipsum
-from markupsafe import Markup, escape
+from markupsafe import soft_str
 
 MAX_CHARS = 1_000_000  # the longest text a value may print as, and a part may render to
 MAX_INT_BITS = 16_384  # about 4,900 decimal digits
@@ -221,6 +221,13 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
         _check_replace(owner, args[0], args[1])
 
 
+def _listed(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``items`` with an iterator turned into a list (a string or list stays as it is)."""
+    return tuple(
+        item if isinstance(item, str | list | tuple | dict) else list(item) for item in items
+    )
+
+
 def _count(items: Any) -> int:
     try:
         return len(items)
@@ -240,6 +247,9 @@ def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., An
     @functools.wraps(function)  # keeps Jinja2's pass_context / pass_environment mark
     def bounded(*args: Any, **kwargs: Any) -> Any:
         check_deadline()
+        if name == "join":  # measured before joined: an iterator becomes a list
+            first = 1 if getattr(function, "jinja_pass_arg", None) else 0
+            args = (*args[:first], *_listed(args[first : first + 1]), *args[first + 1 :])
         if before is not None:
             before(_filter_args(function, args), kwargs)
         return checked(function(*args, **kwargs))
@@ -371,6 +381,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         **kwargs: Any,
     ) -> Any:
         check_deadline()
+        if getattr(__obj, "__name__", "") == "join":  # measured before joined
+            args = (*_listed(args[:1]), *args[1:])
         _check_method(__obj, args, kwargs)
         if not isinstance(__obj, Macro):
             return checked(super().call(__context, __obj, *args, **kwargs))
@@ -384,12 +396,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             _state.macro_depth = depth
 
     @staticmethod
-    def bounded_concat(values: tuple[Any, ...], autoescape: bool | None) -> str:
+    def bounded_concat(values: tuple[Any, ...], autoescape: bool | None) -> Any:
+        """``a ~ b``: what Jinja2's ``markup_join`` / ``str_join`` make, measured first."""
         check_deadline()
-        if autoescape:
-            pieces: list[str] = [escape(checked(value)) for value in values]
-        else:
-            pieces = [str(checked(value)) for value in values]
+        pieces = [soft_str(checked(value)) for value in values]
         _check_chars(sum(len(piece) for piece in pieces), "a joined text")
-        joined = "".join(pieces)
-        return Markup(joined) if autoescape else joined
+        return checked(markup_join(pieces) if autoescape else str_join(pieces))  # Markup stays
