@@ -98,7 +98,13 @@ def _size(value: Any, budget: int, depth: int, seen: dict[int, int]) -> int:
     items = [i for pair in value.items() for i in pair] if isinstance(value, dict) else value
     total = 2
     for item in items:
-        total += _size(item, budget - total, depth + 1, seen) + 2
+        kind = type(item)  # strings and numbers inline: no call per item
+        if kind is str:
+            total += len(item) + 4
+        elif kind is int:
+            total += item.bit_length() // 3 + 4
+        else:
+            total += _size(item, budget - total, depth + 1, seen) + 2
         if total > budget:
             break
     seen[id(value)] = total
@@ -216,6 +222,7 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     elif name == "expandtabs" and isinstance(owner, str):
         _check_chars(len(owner) * (args[0] if args and _is_int(args[0]) else 8), "a text")
     elif name == "join" and isinstance(owner, str) and args:
+        _check_chars(len(owner) * _count(args[0]), "a joined text")  # cheap, first
         _check_chars(len(owner) * _count(args[0]) + size(args[0]), "a joined text")
     elif name == "replace" and isinstance(owner, str) and len(args) >= 2:
         _check_replace(owner, args[0], args[1])
@@ -280,6 +287,7 @@ def _check_indent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
 def _check_join(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     separator = args[1] if len(args) > 1 else kwargs.get("d", "")
+    _check_chars(len(str(separator)) * _count(args[0]), "a joined text")  # cheap, first
     _check_chars(len(str(separator)) * _count(args[0]) + size(args[0]), "a joined text")
 
 
