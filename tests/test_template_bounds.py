@@ -35,6 +35,7 @@ STATIC = {
     "attr with a constant private name": "{{ n | attr('_' ~ '_class_' ~ '_') }}",
     "private attribute for map": "{{ [n] | map(attribute='__class__') | list }}",
     "200 nested parentheses": "{{ " + "(" * 200 + "1" + ")" * 200 + " }}",
+    "too many nodes to compile quickly": "{{ n }}," * 1500,
 }
 
 # Over a bound only for some data, or only once running: a render error, never a 500.

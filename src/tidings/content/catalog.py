@@ -9,6 +9,7 @@ Compiled templates are kept by version id, so a reload compiles only what is new
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Sequence
@@ -46,7 +47,10 @@ class TemplateCatalog:
         number = self._started
         newest: dict[Key, CompiledTemplate] = {}
         for row in await templates.latest_all(self.db):
-            compiled = self._compiled.get(row["id"]) or compile_row(row)
+            # Compiling a large template takes tens of milliseconds: off the event loop.
+            compiled = self._compiled.get(row["id"])
+            if compiled is None:
+                compiled = await asyncio.to_thread(compile_row, row)
             newest[(row["type"], row["channel"], row["locale"])] = compiled
         if number < self._installed:
             return  # a read started later has already installed what it saw
@@ -58,9 +62,6 @@ class TemplateCatalog:
     async def refresh_if_stale(self) -> None:
         if time.monotonic() - self._loaded_at >= self.max_age:
             await self.reload()
-
-    def invalidate(self) -> None:
-        self._loaded_at = float("-inf")
 
     def find(self, type_name: str, channel: str, locales: Sequence[str]) -> CompiledTemplate | None:
         """The newest template for the first locale of ``locales`` that has one."""

@@ -7,8 +7,9 @@ parts render without escaping; the HTML part autoescapes every variable.
 
 No template can freeze or crash the process (API and dispatcher share one event loop):
 - upload refuses what can be judged by reading it (``tidings.content.static``: constant
-  power towers, huge constant ranges, ``_`` names), nesting so deep the parser recurses out,
-  and compiles without Jinja2's constant folding (which would run ``9 ** 9 ** 9`` at once);
+  power towers, huge constant ranges, ``_`` names), nesting so deep the parser recurses out
+  and parts of more than ``MAX_NODES`` nodes (slow to compile); it compiles off the event
+  loop, without Jinja2's constant folding (which would run ``9 ** 9 ** 9`` at once);
 - at render time every operation that can build a huge value is bounded before it runs
   (``tidings.content.sandbox``), the output is streamed and cut past ``MAX_CHARS``, and a
   deadline of ``RENDER_SECONDS`` is checked as the render proceeds: a per-thread trace
@@ -51,6 +52,7 @@ from tidings.content.sandbox import (
 from tidings.content.static import StaticProblem, check_static
 from tidings.providers.base import Content
 
+MAX_NODES = 2000  # per part; compiling 2,000 takes about 30 ms (and as much GIL)
 RENDER_SECONDS = 0.5  # a real template takes well under a millisecond
 # One thread: each more is one more holder of the GIL the event loop waits for (measured:
 # /healthz's worst latency doubles with two). Non-inline renders queue behind a hostile one
@@ -84,6 +86,7 @@ def compile_part(part: str, source: str, *, html: bool = False) -> Part:
     env = HTML if html else TEXT
     try:
         tree = env.parse(source)
+        _check_node_count(tree)
         check_static(tree)
         template = env.from_string(tree)
     except TemplateError as error:
@@ -96,6 +99,15 @@ def compile_part(part: str, source: str, *, html: bool = False) -> Part:
         raise TemplateRejected(part, "expressions nested too deeply") from None
     pieces = _plain_pieces(tree)
     return Part(template, pieces, html, inline=pieces is not None or _inline(tree))
+
+
+def _check_node_count(tree: nodes.Template) -> None:
+    """Compiling takes time in proportion (Python's ``compile`` holds the GIL throughout)."""
+    for count, _ in enumerate(tree.find_all(nodes.Node), start=1):
+        if count > MAX_NODES:
+            raise StaticProblem(
+                f"more than {MAX_NODES} tags, expressions and texts; split the template"
+            )
 
 
 class Part:

@@ -220,7 +220,8 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     elif name in ("center", "ljust", "rjust", "zfill") and args and _is_int(args[0]):
         _check_chars(args[0], "a padded text")
     elif name == "expandtabs" and isinstance(owner, str):
-        _check_chars(len(owner) * (args[0] if args and _is_int(args[0]) else 8), "a text")
+        tabsize = args[0] if args else kwargs.get("tabsize", 8)
+        _check_chars(len(owner) * (tabsize if _is_int(tabsize) else 8), "a text")
     elif name == "join" and isinstance(owner, str) and args:
         _check_chars(len(owner) * _count(args[0]), "a joined text")  # cheap, first
         _check_chars(len(owner) * _count(args[0]) + size(args[0]), "a joined text")
