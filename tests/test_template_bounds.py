@@ -18,9 +18,12 @@ from typing import Any
 
 import httpx
 import pytest
+from jinja2 import StrictUndefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.helpers import eventually, put_type
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tidings.api.app import create_app
 from tidings.content.render import RenderError, TemplateRejected, compile_part, compile_row
 from tidings.service import Service
 
@@ -109,9 +112,6 @@ BENIGN = [
 @pytest.mark.parametrize("source", BENIGN)
 @pytest.mark.parametrize("html", [False, True])
 def test_ordinary_templates_render_as_jinjas_sandbox_renders_them(source: str, html: bool) -> None:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
     data = {
         "user": "Ana <&>",
         "total": 41.5,
@@ -178,8 +178,6 @@ async def test_another_api_process_previews_the_newest_version_promptly(
     service: Service, client: httpx.AsyncClient
 ) -> None:
     """Two services on one database, as two ``tidings api`` processes are."""
-    from tidings.api.app import create_app
-
     other = Service.from_settings(service.settings)
     transport = httpx.ASGITransport(app=create_app(other))
     try:
