@@ -82,10 +82,10 @@ async def test_each_upload_is_a_new_version_and_an_equal_one_is_not(
 @pytest.mark.parametrize(
     ("channel", "body", "field", "says"),
     [
-        ("email", {"text": "no subject"}, "subject", "needs subject"),
+        ("email", {"text": "no subject"}, "subject", "an email template needs subject"),
         ("email", {"subject": "only a subject"}, "text", "text or html"),
-        ("sms", {"subject": "x", "text": "y"}, "subject", "has no subject"),
-        ("push", {"text": "y", "html": "<p>"}, "html", "has no html"),
+        ("sms", {"subject": "x", "text": "y"}, "subject", "an sms template has no subject"),
+        ("push", {"text": "y", "html": "<p>"}, "html", "a push template has no html"),
         ("push", {"text": "y", "data": {"gcm.x": "1"}}, "data", "reserved"),
         ("email", {"subject": "{{ order", "text": "x"}, "subject", "subject:"),
         ("webhook", {"text": "x"}, "channel", None),
@@ -123,6 +123,10 @@ async def test_a_template_for_an_unknown_type_or_a_channel_the_type_lacks_is_ref
         "{{ order.__class__ }}",
         "{{ data['__class__'] }}",
         "{% for c in ''.__class__.__mro__[1].__subclasses__() %}{{ c }}{% endfor %}",
+        "{{ order | attr('__class__') }}",
+        "{{ order | attr('_' ~ '_class_' ~ '_') }}",
+        "{{ data['_' ~ '_class__'] }}",
+        "{{ [order] | map(attribute='__class__') | list }}",
     ],
 )
 async def test_a_sandbox_escape_is_refused_at_upload(
@@ -137,13 +141,14 @@ async def test_a_sandbox_escape_is_refused_at_upload(
 async def test_an_escape_hidden_from_upload_fails_as_poison_without_executing(
     service: Service, client: httpx.AsyncClient
 ) -> None:
-    """``attr`` with a computed name passes the upload check; the sandbox refuses it at
+    """``attr`` with a name from the data passes the upload check; the sandbox refuses it at
     render time, so the delivery fails as poison and is listed as a dead letter."""
     await put_type(client, TYPE, channels=("email",), templates=False)
-    source = "{{ order | attr('_' ~ '_class_' ~ '_') }}"
+    source = "{{ order | attr(prefix ~ 'class__') }}"
     assert (await put_template(client, "email", "en", {"subject": "x", "text": source})).is_success
+    data = {"order": 1, "prefix": "__"}
     delivery = await failed_delivery(
-        service, client, {"type": TYPE, "to": {"email": "ana@example.com"}, "data": {"order": 1}}
+        service, client, {"type": TYPE, "to": {"email": "ana@example.com"}, "data": data}
     )
     assert delivery["status"] == "FAILED" and delivery["failureKind"] == "poison"
     assert "template" in delivery["lastError"] and "unsafe" in delivery["lastError"]

@@ -1,12 +1,15 @@
 """The newest template versions, compiled and cached in the process.
 
-Reloaded at most every ``max_age`` seconds, and at once when a lookup misses (a template
-uploaded through another process is usable at once). Compiled templates are kept by
-version id, so a reload compiles only what is new.
+Reloaded when older than ``max_age`` seconds (the dispatcher's lanes and preview ask), at
+once when a lookup misses (a template uploaded through another process is usable at once),
+and by the process that stores a version, right after storing it (``reload_now``): preview
+shows the newest version at once there, and within ``max_age`` in other processes.
+Compiled templates are kept by version id, so a reload compiles only what is new.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,16 +30,31 @@ class TemplateCatalog:
         self._compiled: dict[uuid.UUID, CompiledTemplate] = {}
         self._loaded_at = float("-inf")
         self._reload_once = SingleFlight(self._reload)
+        self._started = 0  # reads started, numbered
+        self._installed = 0  # the number of the read the cache holds
 
     async def reload(self) -> None:
         """Read the newest versions; concurrent callers share one read."""
         await self._reload_once()
 
+    async def reload_now(self) -> None:
+        """Read the newest versions in a read of its own, for a caller that has just written
+        one (a shared read in flight may have started before the write)."""
+        await self._reload()
+
     async def _reload(self) -> None:
+        self._started += 1
+        number = self._started
         newest: dict[Key, CompiledTemplate] = {}
         for row in await templates.latest_all(self.db):
-            compiled = self._compiled.get(row["id"]) or compile_row(row)
+            # Compiling a large template takes tens of milliseconds: off the event loop.
+            compiled = self._compiled.get(row["id"])
+            if compiled is None:
+                compiled = await asyncio.to_thread(compile_row, row)
             newest[(row["type"], row["channel"], row["locale"])] = compiled
+        if number < self._installed:
+            return  # a read started later has already installed what it saw
+        self._installed = number
         self._compiled = {t.id: t for t in newest.values()}
         self._newest = newest
         self._loaded_at = time.monotonic()
@@ -44,9 +62,6 @@ class TemplateCatalog:
     async def refresh_if_stale(self) -> None:
         if time.monotonic() - self._loaded_at >= self.max_age:
             await self.reload()
-
-    def invalidate(self) -> None:
-        self._loaded_at = float("-inf")
 
     def find(self, type_name: str, channel: str, locales: Sequence[str]) -> CompiledTemplate | None:
         """The newest template for the first locale of ``locales`` that has one."""

@@ -43,14 +43,23 @@ def check_template(kind: dict[str, Any], channel: Channel, parts: dict[str, Any]
     given = {name for name, value in parts.items() if value is not None}
     for name in REQUIRED[channel]:
         if name not in given:
-            raise TemplateProblem("missing_part", f"a {channel.value} template needs {name}", name)
+            raise TemplateProblem(
+                "missing_part", f"{_article(channel.value)} template needs {name}", name
+            )
     if channel is Channel.EMAIL and not given & {"text", "html"}:
         raise TemplateProblem("missing_part", "an email template needs text or html", "text")
     for name in sorted(given - ALLOWED[channel]):
-        raise TemplateProblem("unexpected_part", f"a {channel.value} template has no {name}", name)
+        raise TemplateProblem(
+            "unexpected_part", f"{_article(channel.value)} template has no {name}", name
+        )
     if channel is Channel.PUSH:
         _check_push_keys(parts.get("data") or {})
     _compile_all(parts)
+
+
+def _article(channel: str) -> str:
+    """``an email``, ``an sms`` (said "es-em-es"), ``a push``, ``a webhook``."""
+    return f"{'an' if channel in ('email', 'sms') else 'a'} {channel}"
 
 
 def _check_push_keys(data: dict[str, Any]) -> None:

@@ -59,5 +59,5 @@ async def compose(
     )
     if template is None:
         raise NoTemplate(f"no template for {type_name} on {channel} ({', '.join(chain)})")
-    content = template.render(context)
+    content = await template.render_async(context)
     return Rendered(content, template, check(channel, content, sms_max_segments))

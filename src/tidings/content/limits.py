@@ -24,6 +24,10 @@ def check(channel: str, content: Content, sms_max_segments: int) -> Segments | N
     """Raise ``RenderError`` when the content cannot be sent on ``channel``; for SMS, the
     segments it takes."""
     if channel == Channel.SMS.value:
+        if len(content.text) > sms_max_segments * 160:  # more than that many segments
+            raise RenderError(
+                f"SMS of {len(content.text)} characters; the limit is {sms_max_segments} segments"
+            )
         counted = segments(content.text)
         if counted.count > sms_max_segments:
             raise RenderError(

@@ -25,6 +25,8 @@ async def preview(service: Service, kind: dict[str, Any], body: PreviewIn) -> Pr
         locale=locale,
         unsubscribe_url=f"{service.settings.public_url}/u/PREVIEW",
     )
+    # Versions stored through another process show within the catalog's max_age.
+    await service.templates.refresh_if_stale()
     out: dict[str, PreviewChannel] = {}
     for channel in channels:
         try:

@@ -1,22 +1,66 @@
-"""Templates compiled and rendered in Jinja2's sandbox, with strict undefined variables.
+"""Templates compiled and rendered in a bounded Jinja2 sandbox, with strict undefined variables.
 
 A template cannot reach Python internals: an attribute or item whose name starts with an
-underscore (``''.__class__``) is refused when the template is uploaded, and the sandbox
-refuses at render time what static analysis cannot see. Text parts render without
-escaping; the HTML part autoescapes every variable.
+underscore (``''.__class__``, ``attr('__class__')``) is refused when the template is
+uploaded, and the sandbox refuses at render time what static analysis cannot see. Text
+parts render without escaping; the HTML part autoescapes every variable.
+
+No template can freeze or crash the process (API and dispatcher share one event loop):
+- upload refuses what can be judged by reading it (``tidings.content.static``: constant
+  power towers, huge constant ranges, ``_`` names), nesting so deep the parser recurses out
+  and parts of more than ``MAX_NODES`` nodes (slow to compile); it compiles off the event
+  loop, without Jinja2's constant folding (which would run ``9 ** 9 ** 9`` at once);
+- at render time every operation that can build a huge value is bounded before it runs
+  (``tidings.content.sandbox``), the output is streamed and cut past ``MAX_CHARS``, and a
+  deadline of ``RENDER_SECONDS`` is checked as the render proceeds: a per-thread trace
+  function raises between two lines of the template's code. Since no single operation is
+  huge, the time between two checks is short;
+- three speeds: plain ``{{ name }}`` parts (``Part.pieces``, the dispatch hot path) and
+  small loop-free templates (``Part.inline``: names, attributes, conditions and a few linear
+  filters; their cost is that of the data) render inline, on the event loop. Anything else
+  (loops, macros, calls, arithmetic) renders in a worker thread, under the deadline; the
+  trace function also sleeps a millisecond in every two, so that the event loop gets the
+  GIL at once instead of after Python's 5 ms switch interval (once per system call);
+- whatever a render raises (a bound, the deadline, ``RecursionError`` from a recursive
+  macro, ``MemoryError``, a type error) is a ``RenderError``: the delivery fails as poison.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, UndefinedError, nodes
 from jinja2 import Template as JinjaTemplate
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import TemplateError, UndefinedError, nodes
 from markupsafe import escape
 
+from tidings.content.sandbox import (
+    MAX_CHARS,
+    BoundedEnvironment,
+    Expired,
+    LimitExceeded,
+    set_expired,
+)
+from tidings.content.static import StaticProblem, check_static
 from tidings.providers.base import Content
+
+MAX_NODES = 2000  # per part; compiling 2,000 takes about 30 ms (and as much GIL)
+RENDER_SECONDS = 0.5  # a real template takes well under a millisecond
+# One thread: each more is one more holder of the GIL the event loop waits for (measured:
+# /healthz's worst latency doubles with two). Non-inline renders queue behind a hostile one
+# for at most RENDER_SECONDS each.
+RENDER_THREADS = 1
+YIELD_EVERY = 0.001  # a long render hands the GIL to the event loop this often...
+YIELD_FOR = 0.002  # ...for this long
+_TEMPLATE_FILE = "<template>"  # the file name Jinja2 gives code compiled from a string
 
 
 class TemplateRejected(ValueError):
@@ -32,16 +76,8 @@ class RenderError(Exception):
     refusal, a limit exceeded): the delivery is poison."""
 
 
-def _environment(autoescape: bool) -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
-        undefined=StrictUndefined, autoescape=autoescape, keep_trailing_newline=False
-    )
-    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
-    return env
-
-
-TEXT = _environment(autoescape=False)
-HTML = _environment(autoescape=True)
+TEXT = BoundedEnvironment(autoescape=False)
+HTML = BoundedEnvironment(autoescape=True)
 
 
 def compile_part(part: str, source: str, *, html: bool = False) -> Part:
@@ -50,34 +86,56 @@ def compile_part(part: str, source: str, *, html: bool = False) -> Part:
     env = HTML if html else TEXT
     try:
         tree = env.parse(source)
+        _check_node_count(tree)
+        check_static(tree)
+        template = env.from_string(tree)
     except TemplateError as error:
         line = getattr(error, "lineno", None)
         where = f" (line {line})" if line else ""
         raise TemplateRejected(part, f"{error}{where}") from None
-    _refuse_private_names(part, tree)
-    return Part(env.from_string(tree), _plain_pieces(tree), html)
+    except StaticProblem as problem:
+        raise TemplateRejected(part, str(problem)) from None
+    except RecursionError:
+        raise TemplateRejected(part, "expressions nested too deeply") from None
+    pieces = _plain_pieces(tree)
+    return Part(template, pieces, html, inline=pieces is not None or _inline(tree))
+
+
+def _check_node_count(tree: nodes.Template) -> None:
+    """Compiling takes time in proportion (Python's ``compile`` holds the GIL throughout)."""
+    for count, _ in enumerate(tree.find_all(nodes.Node), start=1):
+        if count > MAX_NODES:
+            raise StaticProblem(
+                f"more than {MAX_NODES} tags, expressions and texts; split the template"
+            )
 
 
 class Part:
     """One compiled part. Most parts are text with plain ``{{ name }}`` substitutions; those
     render by a direct lookup that gives what Jinja2 gives (the same text, the same
     escaping, the same error for an undefined name) at a fraction of the cost of building a
-    Jinja2 context. Everything else renders through Jinja2."""
+    Jinja2 context. Everything else renders through Jinja2, its output cut at ``MAX_CHARS``."""
 
-    __slots__ = ("html", "pieces", "template")
+    __slots__ = ("html", "inline", "pieces", "template")
 
     def __init__(
-        self, template: JinjaTemplate, pieces: list[tuple[str, bool]] | None, html: bool
+        self,
+        template: JinjaTemplate,
+        pieces: list[tuple[str, bool]] | None,
+        html: bool,
+        *,
+        inline: bool = False,
     ) -> None:
         self.template = template
         self.pieces = pieces  # (literal text, False) or (variable name, True)
         self.html = html
+        self.inline = inline  # cheap enough to render on the event loop
 
     def render(self, scope: dict[str, Any]) -> str:
         """``scope`` must hold the environment's globals too (see ``CompiledTemplate``)."""
         if self.pieces is None:
             context = self.template.new_context(scope, shared=True)  # documented API
-            return "".join(self.template.root_render_func(context))
+            return _bounded_output(self.template.root_render_func(context))
         out = []
         for text, is_name in self.pieces:
             if not is_name:
@@ -89,6 +147,31 @@ class Part:
                 raise UndefinedError(f"{text!r} is undefined") from None
             out.append(escape(value) if self.html else str(value))
         return "".join(out)
+
+
+def _bounded_output(chunks: Iterator[str]) -> str:
+    out: list[str] = []
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > MAX_CHARS:
+            raise LimitExceeded(f"the output is longer than {MAX_CHARS} characters")
+        out.append(chunk)
+    return "".join(out)
+
+
+class _RejectedPart(Part):
+    """A stored part that today's upload check refuses (stored before the check existed):
+    it fails every render instead of breaking the catalog."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(TEXT.from_string(""), None, False, inline=True)
+        self.reason = reason
+
+    __slots__ = ("reason",)
+
+    def render(self, scope: dict[str, Any]) -> str:
+        raise LimitExceeded(f"template refused: {self.reason}")
 
 
 def _plain_pieces(tree: nodes.Template) -> list[tuple[str, bool]] | None:
@@ -107,21 +190,39 @@ def _plain_pieces(tree: nodes.Template) -> list[tuple[str, bool]] | None:
     return pieces
 
 
-def _refuse_private_names(part: str, tree: nodes.Template) -> None:
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        if isinstance(node, nodes.Getattr):
-            name = node.attr
-        else:
-            assert isinstance(node, nodes.Getitem)
-            name = _constant(node.arg)
-        if isinstance(name, str) and name.startswith("_"):
-            raise TemplateRejected(
-                part, f"templates may not use names starting with '_' (found {name!r})"
-            )
+# Loop-free templates of these nodes and filters cost about what their data costs to print.
+_INLINE_NODES = (
+    nodes.Output,
+    nodes.TemplateData,
+    nodes.Name,
+    nodes.Const,
+    nodes.Getattr,
+    nodes.Getitem,
+    nodes.If,
+    nodes.CondExpr,
+    nodes.Compare,
+    nodes.Operand,
+    nodes.And,
+    nodes.Or,
+    nodes.Not,
+    nodes.Test,
+    nodes.Filter,
+)
+_INLINE_FILTERS = frozenset(
+    "default d escape e safe upper lower title capitalize trim string length count tojson".split()
+)
+_INLINE_MAX_NODES = 60
 
 
-def _constant(node: nodes.Node) -> Any:
-    return node.value if isinstance(node, nodes.Const) else None
+def _inline(tree: nodes.Template) -> bool:
+    count = 0
+    for node in tree.find_all(nodes.Node):
+        count += 1
+        if count > _INLINE_MAX_NODES or not isinstance(node, _INLINE_NODES):
+            return False
+        if isinstance(node, nodes.Filter) and node.name not in _INLINE_FILTERS:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -138,28 +239,101 @@ class CompiledTemplate:
     html: Part | None
     data: dict[str, Part] = field(default_factory=dict)
 
+    @functools.cached_property
+    def inline(self) -> bool:
+        """Every part cheap enough to render on the event loop."""
+        parts = [self.subject, self.text, self.html, *self.data.values()]
+        return all(part.inline for part in parts if part is not None)
+
+    async def render_async(self, variables: dict[str, Any]) -> Content:
+        """The content; off the event loop unless every part is cheap (``inline``)."""
+        if self.inline:
+            return self.render(variables)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_workers(), self.render, variables)
+
     def render(self, variables: dict[str, Any]) -> Content:
+        """The content, or ``RenderError`` for whatever went wrong (see the module
+        docstring); a part that is not ``inline`` renders under the deadline."""
         # The environment's globals (range, dict, ...) merged once for every part.
         scope = {**TEXT.globals, **variables}
         try:
-            return Content(
-                subject=_render(self.subject, scope),
-                text=_render(self.text, scope) or "",
-                html=_render(self.html, scope),
-                data={key: part.render(scope) for key, part in self.data.items()},
-            )
-        except TemplateError as error:  # StrictUndefined, SecurityError, filter errors
+            if self.inline:
+                return self._render(scope)
+            with _deadline(RENDER_SECONDS):
+                return self._render(scope)
+        except Expired:
+            raise RenderError(f"rendering took longer than {RENDER_SECONDS} s") from None
+        except RecursionError:
+            raise RenderError("RecursionError: macros or values nested too deeply") from None
+        except MemoryError:
+            raise RenderError("MemoryError: the template needs too much memory") from None
+        except TemplateError as error:  # StrictUndefined, SecurityError, bounds, filters
             raise RenderError(f"{type(error).__name__}: {error}") from None
-        except (TypeError, ValueError, ArithmeticError) as error:
+        except Exception as error:  # the template's own doing: a type error, 1/0, ...
             raise RenderError(f"{type(error).__name__}: {error}") from None
+
+    def _render(self, scope: dict[str, Any]) -> Content:
+        return Content(
+            subject=_render(self.subject, scope),
+            text=_render(self.text, scope) or "",
+            html=_render(self.html, scope),
+            data={key: part.render(scope) for key, part in self.data.items()},
+        )
 
 
 def _render(part: Part | None, scope: dict[str, Any]) -> str | None:
     return None if part is None else part.render(scope)
 
 
+_pool: ThreadPoolExecutor | None = None
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix="tidings-render")
+    return _pool
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise ``Expired`` in this thread's template code once ``seconds`` have passed: a
+    trace function sees each call, and each line of compiled template code. Every
+    ``YIELD_EVERY`` seconds it also sleeps ``YIELD_FOR``, handing the GIL to the event loop
+    (which would otherwise wait up to Python's 5 ms switch interval for each of the few
+    system calls that answering a request takes)."""
+    at = time.monotonic() + seconds
+    next_yield = time.monotonic() + YIELD_EVERY
+
+    def on_line(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal next_yield
+        now = time.monotonic()
+        if now > next_yield:
+            time.sleep(YIELD_FOR)
+            next_yield = time.monotonic() + YIELD_EVERY
+        if now > at:
+            set_expired(True)  # the bounded operations raise it too from now on
+            raise Expired
+        return on_line
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        on_line(frame, event, arg)
+        return on_line if frame.f_code.co_filename == _TEMPLATE_FILE else None
+
+    previous = sys.gettrace()
+    set_expired(False)
+    sys.settrace(on_call)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+        set_expired(False)
+
+
 def compile_row(row: dict[str, Any]) -> CompiledTemplate:
-    """A stored template row, compiled (it was checked on upload, so this does not fail)."""
+    """A stored template row, compiled. A part refused by today's checks fails at render
+    time (``RenderError``) rather than here, where it would break the whole catalog."""
     data = row.get("data") or {}
     return CompiledTemplate(
         id=row["id"],
@@ -170,9 +344,16 @@ def compile_row(row: dict[str, Any]) -> CompiledTemplate:
         subject=_optional("subject", row.get("subject")),
         text=_optional("text", row.get("text")),
         html=_optional("html", row.get("html"), html=True),
-        data={key: compile_part(f"data.{key}", value) for key, value in data.items()},
+        data={key: _stored(f"data.{key}", value) for key, value in data.items()},
     )
 
 
 def _optional(part: str, source: str | None, *, html: bool = False) -> Part | None:
-    return None if source is None else compile_part(part, source, html=html)
+    return None if source is None else _stored(part, source, html=html)
+
+
+def _stored(part: str, source: str, *, html: bool = False) -> Part:
+    try:
+        return compile_part(part, source, html=html)
+    except TemplateRejected as rejected:
+        return _RejectedPart(str(rejected))

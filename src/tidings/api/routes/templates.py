@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -60,13 +61,14 @@ async def put_template(
         return error_response(404, "not_found", f"no notification type {type_name!r}", "type")
     parts = body.model_dump(exclude_none=True)
     try:
-        check_template(kind, channel, parts)
+        # Compiling a large template takes tens of milliseconds: off the event loop.
+        await asyncio.to_thread(check_template, kind, channel, parts)
     except TemplateProblem as problem:
         return error_response(422, problem.code, str(problem), problem.field)
     row, created = await templates.add_version(
         service.db, type_name, channel.value, normalise(locale), parts, utcnow()
     )
-    service.templates.invalidate()
+    await service.templates.reload_now()  # this process's preview shows it at once
     out = _template_out(row).model_dump(mode="json", by_alias=True, exclude_none=True)
     return JSONResponse(out, status_code=201 if created else 200)
 
