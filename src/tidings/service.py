@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from tidings.catalog import TypeCatalog
 from tidings.content.catalog import TemplateCatalog
-from tidings.dispatch.wakeup import Wakeup
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
+from tidings.store.wakeup import Wakeup
 
 
 @dataclass

@@ -19,7 +19,6 @@ from tidings.dispatch.protection import Protection
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import sleep_unless
-from tidings.dispatch.wakeup import listen_postgres
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
@@ -27,6 +26,7 @@ from tidings.providers.registry import ProviderSet
 from tidings.service import Service
 from tidings.store import provider_state
 from tidings.store.claims import reap_expired_leases
+from tidings.store.wakeup import listen_postgres
 
 log = logging.getLogger(__name__)
 

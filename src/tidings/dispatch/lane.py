@@ -24,7 +24,6 @@ from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
-from tidings.dispatch.wakeup import Wakeup
 from tidings.priorities import Channel, Priority
 from tidings.providers.registry import ProviderSet
 from tidings.settings import LaneSettings
@@ -32,6 +31,7 @@ from tidings.store import registry
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable
+from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
