@@ -13,7 +13,6 @@ from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.policy.preferences import required_channels, wanted
-from tidings.policy.suppression import canonical_address
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.states import Status
@@ -21,6 +20,7 @@ from tidings.store import intake as store_intake
 from tidings.store import preferences, registry, suppressions
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
+from tidings.store.suppressions import canonical_address
 
 log = logging.getLogger(__name__)
 
