@@ -7,11 +7,11 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
+from tidings.intake.requests import NotificationIn
 from tidings.policy.preferences import required_channels, wanted
 from tidings.priorities import Channel
 from tidings.service import Service

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidings.api.schemas import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.ids import new_id
+from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft

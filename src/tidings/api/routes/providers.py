@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from tidings.api.schemas import ApiModel
 from tidings.clock import utcnow
+from tidings.intake.requests import ApiModel
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import builtin_account
