@@ -22,9 +22,8 @@ from pydantic import SecretStr
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.ratelimit import DEFAULT_SHARES
 from tidings.priorities import Priority
-from tidings.providers.registry import providers_from_settings
 from tidings.providers.sendgrid import SendGridAccount
-from tidings.service import Service
+from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig

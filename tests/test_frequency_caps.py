@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
-from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.send_checks import SendTimeChecks
 from tidings.dispatch.types import TypeRules
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service

@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import email_to, post, put_type
-from tidings.api.schemas import NotificationIn
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.content.locales import fallback_chain
 from tidings.intake.accept import accept
 from tidings.intake.drafts import ItemError
+from tidings.intake.requests import NotificationIn
 from tidings.service import Service
 from tidings.store.intake import Accepted
 from tidings.tracking.sendgrid_webhook import EventWebhookSigner, EventWebhookVerifier

@@ -14,9 +14,8 @@ from tidings.clock import utcnow
 from tidings.dispatch.attempt import failed
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.priorities import Priority
-from tidings.providers.base import Effect
 from tidings.service import Service
-from tidings.states import FailureKind, Status
+from tidings.states import Effect, FailureKind, Status
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, write_outcomes

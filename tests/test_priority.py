@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
+from tidings.dispatch.lane_settings import Lanes
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
-from tidings.settings import Lanes
 
 LOW_FLOOD = 20_000
 SEND_SECONDS = 0.020

@@ -36,12 +36,13 @@ from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.protection import BOUNDED_CLAIM_SECONDS, Protection
 from tidings.dispatch.ratelimit import LocalRateLimiter
+from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Priority
-from tidings.providers.registry import ProviderSet, providers_from_settings
+from tidings.providers.chains import ProviderSet
 from tidings.providers.sink import NoopProvider
 from tidings.providers.smtp import SmtpAccount
-from tidings.service import Service
-from tidings.settings import RetrySettings, Settings
+from tidings.service import Service, providers_from_settings
+from tidings.settings import Settings
 from tidings.simulator.server import Simulator
 from tidings.simulator.smtp import SmtpServer
 from tidings.store.claims import ClaimedDelivery

@@ -15,15 +15,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
 from tidings.providers.apns import ApnsProvider
-from tidings.providers.base import (
-    Effect,
-    PermanentError,
-    PoisonError,
-    ProviderError,
-    TransientError,
-)
+from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
 from tidings.simulator.apns import ApnsSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.states import Effect
 
 MINUTE = 60.0
 

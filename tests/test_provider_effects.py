@@ -18,10 +18,9 @@ from pydantic import SecretStr
 from tests.helpers import eventually, post, put_type
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.accounts import AccountSettings
-from tidings.providers.registry import providers_from_settings
 from tidings.providers.smtp import SmtpAccount
 from tidings.providers.webhook import WebhookAccount
-from tidings.service import Service
+from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
 

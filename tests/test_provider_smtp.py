@@ -13,18 +13,12 @@ from pydantic import SecretStr
 
 from tests.messages import message
 from tidings.priorities import Channel
-from tidings.providers.base import (
-    Content,
-    Effect,
-    Message,
-    PermanentError,
-    PoisonError,
-    TransientError,
-)
+from tidings.providers.base import Content, Message, PermanentError, PoisonError, TransientError
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.smtp_replies import classify_reply
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
+from tidings.states import Effect
 
 UNSUBSCRIBE = (
     "<https://tidings.example.com/u/eyJkIjoiMDEyMzQ1Njc4OWFiY2RlZiJ9.c2lnbmF0dXJl>, "

@@ -13,17 +13,11 @@ import pytest
 
 from tests.messages import message
 from tidings.priorities import Channel, Priority
-from tidings.providers.base import (
-    Content,
-    Effect,
-    Message,
-    PermanentError,
-    PoisonError,
-    TransientError,
-)
+from tidings.providers.base import Content, Message, PermanentError, PoisonError, TransientError
 from tidings.providers.twilio import TwilioAccount, TwilioProvider, classify
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.twilio import num_segments
+from tidings.states import Effect
 
 TO = "+15551230001"
 CALLBACK = "https://tidings.example/v1/webhooks/twilio"

@@ -16,10 +16,11 @@ import pytest
 
 from tests.messages import message
 from tidings.priorities import Channel, Priority
-from tidings.providers.base import Content, Effect, Message, PermanentError, TransientError
+from tidings.providers.base import Content, Message, PermanentError, TransientError
 from tidings.providers.ssrf import is_public
 from tidings.providers.webhook import WebhookAccount, WebhookProvider, classify
 from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.states import Effect
 from tidings.tracking import standard_webhooks
 from tidings.tracking.standard_webhooks import WebhookVerificationError, sign, verify
 

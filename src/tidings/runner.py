@@ -13,8 +13,8 @@ import uvicorn
 
 from tidings.api.app import create_app
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.providers.registry import ProviderSet, providers_from_settings
-from tidings.service import Service
+from tidings.providers.chains import ProviderSet
+from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.store.migrate import upgrade
 

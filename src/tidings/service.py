@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 from tidings.catalog import TypeCatalog
 from tidings.content.catalog import TemplateCatalog
-from tidings.dispatch.wakeup import Wakeup
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
+from tidings.providers.chains import ProviderSet, build_providers
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
+from tidings.store.wakeup import Wakeup
 
 
 @dataclass
@@ -34,3 +35,10 @@ class Service:
 
     async def close(self) -> None:
         await self.db.dispose()
+
+
+def providers_from_settings(settings: Settings) -> ProviderSet:
+    """The provider accounts a dispatcher sends through, with each channel's failover chain."""
+    return build_providers(
+        settings.chains(), settings.accounts, settings.outbox_dir, settings.public_url
+    )

@@ -1,5 +1,11 @@
 """One typed settings object, built from the environment and an optional TOML file.
 
+The configuration root: each section's model lives beside the code that reads it
+(``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/breaker.py``,
+``dispatch/ratelimit.py``, ``providers/kinds.py``) and is aggregated here; that code takes
+its section as an argument and never imports this module (docs/architecture.md, Import
+layers).
+
 Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
 ``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
 passed explicitly; the environment wins over the file.
@@ -11,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,42 +26,12 @@ from pydantic_settings import (
 )
 
 from tidings.dispatch.breaker import BreakerSettings
+from tidings.dispatch.lane_settings import Lanes
 from tidings.dispatch.ratelimit import RateLimitSettings
-from tidings.priorities import Channel, Priority
+from tidings.dispatch.retry import RetrySettings
+from tidings.priorities import Channel
+from tidings.providers.chains import PLATFORM_CHAINS
 from tidings.providers.kinds import Account
-
-
-class LaneSettings(BaseModel):
-    """One dispatcher lane: how many sends it runs at once and how often it polls."""
-
-    concurrency: int = Field(ge=1, le=10_000)
-    poll_interval: float = Field(default=0.5, gt=0, le=60)
-    claim_batch: int = Field(default=100, ge=1, le=5_000)
-
-
-class Lanes(BaseModel):
-    """One lane per priority, each with its own claim loop and concurrency."""
-
-    high: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=16))
-    normal: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=16))
-    low: LaneSettings = Field(default_factory=lambda: LaneSettings(concurrency=8))
-
-    def for_priority(self, priority: Priority) -> LaneSettings:
-        lane: LaneSettings = getattr(self, priority.value)
-        return lane
-
-
-class RetrySettings(BaseModel):
-    """Defaults of the retry policy; a notification type may override each."""
-
-    base_delay: float = Field(default=2.0, gt=0)
-    max_delay: float = Field(default=300.0, gt=0)
-    max_attempts: int = Field(default=6, ge=1, le=100)
-
-
-# Push tokens of one platform may go through their own chain (APNs for iOS, FCM for the
-# rest); a platform without one uses the push chain.
-PLATFORM_CHAINS = ("push_ios", "push_android", "push_web")
 
 DEFAULT_CHAINS: dict[str, str | list[str]] = {
     "email": "sink",
@@ -142,6 +118,11 @@ class Settings(BaseSettings):
         ``push``): account names, the first tried first."""
         chain = self.providers.get(channel) or self.providers.get(channel.split("_")[0], "sink")
         return [chain] if isinstance(chain, str) else list(chain)
+
+    def chains(self) -> dict[str, list[str]]:
+        """The chain of every channel and of every platform's push."""
+        names = [channel.value for channel in Channel] + list(PLATFORM_CHAINS)
+        return {name: self.chain(name) for name in names}
 
     @classmethod
     def settings_customise_sources(

@@ -1,5 +1,5 @@
 """The delivery state machine (docs/architecture.md, Delivery state machine): statuses and the
-transitions between them."""
+transitions between them, and the vocabulary of failures (kinds, effects) every layer shares."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ class FailureKind(StrEnum):
     PERMANENT = "permanent"  # invalid address, unregistered token: never retry
     POISON = "poison"  # the message itself cannot be sent (render error, too large)
     EXHAUSTED = "exhausted"  # transient too many times
+
+
+class Effect(StrEnum):
+    """What a permanent provider error means for the address, beyond this one delivery."""
+
+    DEACTIVATE_DEVICE = "deactivate_device"  # push token unregistered or invalid
+    SUPPRESS_ADDRESS = "suppress_address"  # hard bounce, invalid number, STOP reply
 
 
 _IN_PROGRESS = frozenset({Status.PENDING, Status.QUEUED, Status.SENDING})

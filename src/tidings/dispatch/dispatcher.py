@@ -12,21 +12,21 @@ from collections.abc import Mapping
 
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
-from tidings.dispatch.checks import SendTimeChecks
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.send_checks import SendTimeChecks
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import sleep_unless
-from tidings.dispatch.wakeup import listen_postgres
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
-from tidings.providers.registry import ProviderSet
+from tidings.providers.chains import ProviderSet
 from tidings.service import Service
 from tidings.store import provider_state
 from tidings.store.claims import reap_expired_leases
+from tidings.store.wakeup import listen_postgres
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,9 @@ class Dispatcher:
         settings = service.settings
         if not isinstance(providers, ProviderSet):
             providers = ProviderSet.per_channel(providers)
-        self.protection = Protection.from_settings(providers, settings)
+        self.protection = Protection.from_settings(
+            providers, settings.breaker, settings.rate_limits
+        )
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)

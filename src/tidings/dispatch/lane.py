@@ -19,19 +19,19 @@ from tidings.dispatch.attempt import (
     precheck,
     released,
 )
-from tidings.dispatch.checks import Checked, SendTimeChecks
+from tidings.dispatch.lane_settings import LaneSettings
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
+from tidings.dispatch.send_checks import Checked, SendTimeChecks
 from tidings.dispatch.types import TypeCache
 from tidings.dispatch.waiting import first_of, sleep_unless
-from tidings.dispatch.wakeup import Wakeup
 from tidings.priorities import Channel, Priority
-from tidings.providers.registry import ProviderSet
-from tidings.settings import LaneSettings
+from tidings.providers.chains import ProviderSet
 from tidings.store import registry
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable
+from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 

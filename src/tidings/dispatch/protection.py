@@ -22,13 +22,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidings.dispatch.breaker import CircuitBreaker, counts_against
-from tidings.dispatch.ratelimit import LocalRateLimiter, RateLimiter, claim_pause
+from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker, counts_against
+from tidings.dispatch.ratelimit import (
+    LocalRateLimiter,
+    RateLimiter,
+    RateLimitSettings,
+    claim_pause,
+)
 from tidings.dispatch.routing import Admission, Target, admit
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import ProviderError
-from tidings.providers.registry import ProviderSet
-from tidings.settings import Settings
+from tidings.providers.chains import ProviderSet
 from tidings.store.claims import ClaimedDelivery
 
 # How long a lane bounds its claims by tokens after a claim put work back for want of one.
@@ -48,12 +52,14 @@ class Protection:
     _bounded: dict[Priority, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, providers: ProviderSet, settings: Settings) -> Protection:
+    def from_settings(
+        cls, providers: ProviderSet, breaker: BreakerSettings, rate_limits: RateLimitSettings
+    ) -> Protection:
         rates = {name: a.rate_per_second for name, a in providers.accounts.items()}
         return cls(
             providers,
-            CircuitBreaker(settings.breaker),
-            LocalRateLimiter.from_settings(settings.rate_limits, rates),
+            CircuitBreaker(breaker),
+            LocalRateLimiter.from_settings(rate_limits, rates),
             {
                 name: asyncio.Semaphore(account.max_in_flight)
                 for name, account in providers.accounts.items()

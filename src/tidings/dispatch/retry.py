@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from tidings.states import FailureKind
 
 # A Retry-After beyond this is treated as this: a week is longer than any provider's outage
@@ -15,6 +17,14 @@ from tidings.states import FailureKind
 MAX_RETRY_AFTER = 7 * 86400.0
 # A stored policy's backoff beyond this (a year) saturates here, instead of overflowing.
 MAX_BACKOFF = 366 * 86400.0
+
+
+class RetrySettings(BaseModel):
+    """Defaults of the retry policy; a notification type may override each."""
+
+    base_delay: float = Field(default=2.0, gt=0)
+    max_delay: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=6, ge=1, le=100)
 
 
 @dataclass(frozen=True)

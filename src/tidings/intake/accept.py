@@ -7,13 +7,12 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from tidings.api.schemas import NotificationIn
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
+from tidings.intake.requests import NotificationIn
 from tidings.policy.preferences import required_channels, wanted
-from tidings.policy.suppression import canonical_address
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.states import Status
@@ -21,6 +20,7 @@ from tidings.store import intake as store_intake
 from tidings.store import preferences, registry, suppressions
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
+from tidings.store.suppressions import canonical_address
 
 log = logging.getLogger(__name__)
 

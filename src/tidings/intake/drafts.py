@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidings.api.schemas import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.ids import new_id
+from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
@@ -216,7 +216,8 @@ def _deliveries(
 def _refuse_unknown_user(item: NotificationIn, context: IntakeContext) -> None:
     """No address because the user is not registered: the producer must register the user
     (PUT /v1/users/{id}) or give `to`, which is not what ``no_address`` asks of it."""
-    if item.user_id and item.user_id not in context.users:
+    known = item.user_id in context.users or item.user_id in context.device_tokens
+    if item.user_id and not known:
         raise ItemError(
             "unknown_user",
             f"user {item.user_id!r} is not registered (PUT /v1/users/{{id}}); "

@@ -7,9 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from tidings.priorities import Category, Channel
-
-# (category, channel) -> enabled, as stored for one user; what is absent takes the default.
-UserPreferences = Mapping[tuple[str, str], bool]
+from tidings.store.preferences import UserPreferences
 
 DEFAULTS: Mapping[str, bool] = {category.value: True for category in Category}
 

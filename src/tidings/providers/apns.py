@@ -21,7 +21,6 @@ from pydantic import SecretStr, model_validator
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
-    Effect,
     Message,
     PermanentError,
     PoisonError,
@@ -36,6 +35,7 @@ from tidings.providers.push_http import (
     transport_failure,
 )
 from tidings.providers.retry_after import parse_retry_after
+from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096
 COLLAPSE_ID_LIMIT = 64

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol
 
 from tidings.priorities import Channel, Priority
-from tidings.states import FailureKind
+from tidings.states import Effect, FailureKind
 
 
 # Content and Message are built once per send: plain slotted dataclasses, as a frozen one
@@ -62,13 +61,6 @@ class Message:
 class SendResult:
     provider: str
     provider_msg_id: str | None = None
-
-
-class Effect(StrEnum):
-    """What a permanent error means for the address, beyond this one delivery."""
-
-    DEACTIVATE_DEVICE = "deactivate_device"  # push token unregistered or invalid
-    SUPPRESS_ADDRESS = "suppress_address"  # hard bounce, invalid number, STOP reply
 
 
 class ProviderError(Exception):

@@ -19,7 +19,6 @@ from pydantic import SecretStr, model_validator
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
-    Effect,
     Message,
     PermanentError,
     PoisonError,
@@ -35,6 +34,7 @@ from tidings.providers.push_http import (
     transport_failure,
 )
 from tidings.providers.retry_after import parse_retry_after
+from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096
 MAX_TTL = 2_419_200  # 28 days, FCM's maximum android.ttl

@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import re
 
-from tidings.providers.base import (
-    Effect,
-    PermanentError,
-    PoisonError,
-    ProviderError,
-    TransientError,
-)
+from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
+from tidings.states import Effect
 
 # Seconds before retrying after an authentication failure (a configuration problem).
 AUTH_RETRY_AFTER = 300.0

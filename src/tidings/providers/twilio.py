@@ -15,7 +15,6 @@ from pydantic import Field, SecretStr, model_validator
 
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
-    Effect,
     Message,
     PermanentError,
     PoisonError,
@@ -24,6 +23,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.retry_after import parse_retry_after
+from tidings.states import Effect
 
 MAX_BODY_CHARS = 1600
 MAX_VALIDITY_SECONDS = 36_000

@@ -15,7 +15,6 @@ from pydantic import Field, SecretStr, field_validator
 
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
-    Effect,
     Message,
     PermanentError,
     ProviderError,
@@ -24,6 +23,7 @@ from tidings.providers.base import (
 )
 from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses
+from tidings.states import Effect
 from tidings.tracking import standard_webhooks
 
 THROTTLED = {408, 429, 502, 503, 504}  # 408: the receiver timed out reading; try again

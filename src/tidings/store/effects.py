@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.policy.suppression import canonical_address
-from tidings.providers.base import Effect
+from tidings.states import Effect
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, device, suppression
+from tidings.store.suppressions import canonical_address
 from tidings.store.upsert import insert
 
 if TYPE_CHECKING:

@@ -16,8 +16,7 @@ from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, notification
-
-WAKEUP_CHANNEL = "tidings_wakeup"
+from tidings.store.wakeup import notify_postgres
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -186,8 +185,7 @@ async def _insert_postgres(
             columns = _columns(deliveries, _PG_DELIVERY_COLUMNS)
             await conn.execute(_PG_INSERT_DELIVERIES, *columns, now)
         if any(_wakes_high(draft) for draft in new):
-            # Delivered at commit to every dispatcher that LISTENs.
-            await conn.execute("SELECT pg_notify($1, $2)", WAKEUP_CHANNEL, Priority.HIGH.value)
+            await notify_postgres(conn, Priority.HIGH)
     return inserted
 
 

@@ -20,8 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tidings.providers.base import Effect
-from tidings.states import FailureKind, Status
+from tidings.states import Effect, FailureKind, Status
 from tidings.store.claims import event_row
 from tidings.store.effects import apply_effects
 from tidings.store.engine import Database

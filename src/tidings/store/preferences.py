@@ -7,10 +7,12 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from tidings.policy.preferences import UserPreferences
 from tidings.store.engine import Database
 from tidings.store.schema import preference
 from tidings.store.upsert import upsert
+
+# (category, channel) -> enabled, as stored for one user; what is absent takes the default.
+UserPreferences = Mapping[tuple[str, str], bool]
 
 
 async def replace(

@@ -98,12 +98,16 @@ async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[
     if not user_ids:
         return {}
     query = (
-        sa.select(device.c.user_id, device.c.token)
-        .where(device.c.user_id.in_(list(user_ids)), device.c.active.is_(True))
+        sa.select(device.c.user_id, device.c.token, device.c.active)
+        .where(device.c.user_id.in_(list(user_ids)))
         .order_by(device.c.created_at)
     )
+    # Every user with a device gets an entry, an empty list when none is active: such a
+    # user is known (it registered devices), only without a working one.
     tokens: dict[str, list[str]] = {}
     async with db.engine.connect() as conn:
         for row in await conn.execute(query):
-            tokens.setdefault(row.user_id, []).append(row.token)
+            active = tokens.setdefault(row.user_id, [])
+            if row.active:
+                active.append(row.token)
     return tokens

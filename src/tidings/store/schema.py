@@ -207,7 +207,7 @@ device = sa.Table(
 suppression = sa.Table(
     "suppression",
     metadata,
-    # Addresses in their canonical form (see tidings.policy.suppression.canonical_address).
+    # Addresses in their canonical form (see tidings.store.suppressions.canonical_address).
     sa.Column("channel", sa.String(20), primary_key=True),
     sa.Column("address", sa.String(4096), primary_key=True),
     sa.Column("reason", sa.String(255), nullable=False),

@@ -1,4 +1,5 @@
-"""The suppression list's SQL."""
+"""The suppression list: (channel, address) pairs that nothing is ever sent to, its SQL and
+the canonical form of the addresses in it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ from tidings.store.schema import suppression
 from tidings.store.upsert import upsert
 
 Pair = tuple[str, str]  # (channel, canonical address)
+
+
+def canonical_address(channel: str, address: str) -> str:
+    """The form an address is suppressed and looked up in.
+
+    Email addresses compare without case: a bounce for ``Ana@Example.com`` must stop mail to
+    ``ana@example.com``. Phone numbers (E.164) and device tokens are compared as they are.
+    """
+    return address.lower() if channel == "email" else address
 
 
 async def put(db: Database, channel: str, address: str, reason: str, now: datetime) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,17 +18,37 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.ids import new_id
-from tidings.policy.suppression import canonical_address
 from tidings.states import TRANSITIONS, Status
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, delivery_event, suppression, webhook_seen
+from tidings.store.suppressions import canonical_address
 from tidings.store.upsert import insert
-from tidings.tracking.events import Tracked
 
 # Providers retry a webhook for up to a day (SendGrid: 24 h); ids are kept a while longer.
 SEEN_RETENTION = timedelta(days=3)
 # Statuses applied in this order, so that "delivered" then "bounced" in one batch ends BOUNCED.
 _FORWARD = (Status.DELIVERED, Status.BOUNCED)
+
+
+@dataclass(frozen=True)
+class DeliveryKey:
+    """Our delivery id when the provider echoes it, else the provider's message id."""
+
+    delivery_id: uuid.UUID | None
+    provider_msg_id: str | None
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One provider event, as ``tidings.tracking`` maps it: what ``apply`` writes."""
+
+    key: DeliveryKey
+    kind: str  # the delivery_event kind
+    at: datetime
+    event_id: str | None = None  # the provider's id of this event, for dedupe
+    status: Status | None = None  # where the delivery moves (if it can)
+    suppress: str | None = None  # suppression reason for the delivery's address
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

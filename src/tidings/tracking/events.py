@@ -11,31 +11,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from tidings.states import Status
-
-
-@dataclass(frozen=True)
-class DeliveryKey:
-    """Our delivery id when the provider echoes it, else the provider's message id."""
-
-    delivery_id: uuid.UUID | None
-    provider_msg_id: str | None
-
-
-@dataclass(frozen=True)
-class Tracked:
-    key: DeliveryKey
-    kind: str  # the delivery_event kind
-    at: datetime
-    event_id: str | None = None  # the provider's id of this event, for dedupe
-    status: Status | None = None  # where the delivery moves (if it can)
-    suppress: str | None = None  # suppression reason for the delivery's address
-    detail: dict[str, Any] = field(default_factory=dict)
-
+from tidings.store.tracking import DeliveryKey, Tracked
 
 # SendGrid event -> (kind, status, suppression reason); bounce is decided by its type.
 _SENDGRID: dict[str, tuple[str, Status | None, str | None]] = {

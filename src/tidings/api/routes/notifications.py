@@ -15,20 +15,18 @@ from tidings.api.masking import mask_address
 from tidings.api.schemas import (
     BatchEnvelope,
     BatchIn,
-    BatchItemIn,
     BatchResult,
     DeliveryOut,
     ErrorResponse,
     HistoryEntry,
-    IdempotencyKey,
     NotificationAccepted,
-    NotificationIn,
     NotificationOut,
 )
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.intake.accept import ItemResult, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import GroupCommit
+from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
 from tidings.service import Service
 from tidings.store import reads
 from tidings.store.intake import Accepted, KeyConflict

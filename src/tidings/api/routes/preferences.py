@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 
 from tidings.api.errors import error_response
-from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut, UserId
+from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut
 from tidings.clock import utcnow
+from tidings.intake.requests import UserId
 from tidings.policy.preferences import effective
 from tidings.service import Service
 from tidings.store import preferences, registry

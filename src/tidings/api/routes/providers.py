@@ -7,11 +7,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from tidings.api.schemas import ApiModel
 from tidings.clock import utcnow
+from tidings.intake.requests import ApiModel
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings
-from tidings.providers.registry import builtin_account
+from tidings.providers.chains import builtin_account
 from tidings.service import Service
 from tidings.store import provider_state
 

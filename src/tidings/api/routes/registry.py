@@ -7,19 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response
 
 from tidings.api.errors import error_response
-from tidings.api.schemas import (
-    DeviceIn,
-    DeviceOut,
-    ErrorResponse,
-    TypeIn,
-    TypeName,
-    TypeOut,
-    UserId,
-    UserIn,
-    UserOut,
-)
+from tidings.api.schemas import DeviceIn, DeviceOut, ErrorResponse, TypeIn, TypeOut, UserIn, UserOut
 from tidings.clock import utcnow
 from tidings.content.locales import normalise
+from tidings.intake.requests import TypeName, UserId
 from tidings.service import Service
 from tidings.store import registry
 

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Path, Request, Response
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, SuppressionIn, SuppressionOut
 from tidings.clock import utcnow
-from tidings.policy.suppression import canonical_address
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.store import suppressions
+from tidings.store.suppressions import canonical_address
 
 router = APIRouter(prefix="/v1/suppressions", tags=["suppressions"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}

@@ -11,19 +11,18 @@ from fastapi.responses import JSONResponse
 from tidings.api.errors import error_response
 from tidings.api.schemas import (
     ErrorResponse,
-    Locale,
     PreviewIn,
     PreviewOut,
     TemplateIn,
     TemplateList,
     TemplateOut,
     TemplateVersions,
-    TypeName,
 )
 from tidings.clock import utcnow
 from tidings.content.checks import TemplateProblem, check_template
 from tidings.content.locales import normalise
 from tidings.content.preview import preview
+from tidings.intake.requests import Locale, TypeName
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.store import registry, templates

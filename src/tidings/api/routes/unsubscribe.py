@@ -13,10 +13,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from tidings.clock import utcnow
-from tidings.policy.suppression import canonical_address
 from tidings.policy.unsubscribe import InvalidToken, Unsubscribe
 from tidings.service import Service
 from tidings.store import preferences, suppressions
+from tidings.store.suppressions import canonical_address
 
 router = APIRouter(tags=["unsubscribe"])
 _HTML: dict[str, Any] = {"text/html": {"schema": {"type": "string"}}}

@@ -26,7 +26,8 @@ from tidings.providers.sendgrid import SendGridAccount
 from tidings.providers.twilio import TwilioAccount
 from tidings.service import Service
 from tidings.store import tracking
-from tidings.tracking.events import Tracked, sendgrid_event, twilio_callback
+from tidings.store.tracking import Tracked
+from tidings.tracking.events import sendgrid_event, twilio_callback
 from tidings.tracking.sendgrid_webhook import EventWebhookVerifier
 from tidings.tracking.twilio_signature import (
     SETTINGS_HEADER,

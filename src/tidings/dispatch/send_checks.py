@@ -20,12 +20,12 @@ from tidings.dispatch.attempt import deferred, skipped
 from tidings.dispatch.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
-from tidings.policy.suppression import canonical_address
 from tidings.priorities import Category
 from tidings.store import frequency, preferences, registry, suppressions
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome
+from tidings.store.suppressions import canonical_address
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).

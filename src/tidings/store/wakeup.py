@@ -1,7 +1,9 @@
 """Waking dispatcher lanes the moment urgent work is committed, instead of at the next poll.
 
-In one process an asyncio event per priority does it. Across processes on PostgreSQL the
-intake's transaction runs ``pg_notify`` and each dispatcher LISTENs (``listen_postgres``).
+In one process an asyncio event per priority does it (``Wakeup``). Across processes on
+PostgreSQL the intake's transaction runs ``notify_postgres`` (``pg_notify``, delivered at
+commit) and each dispatcher LISTENs (``listen_postgres``). Both ends live here, so the
+channel name and the payload are defined once.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from typing import Any
 
 import asyncpg
 
-from tidings.dispatch.waiting import sleep_unless
 from tidings.priorities import Priority
 from tidings.store.engine import Database
-from tidings.store.intake import WAKEUP_CHANNEL
 
 log = logging.getLogger(__name__)
+
+WAKEUP_CHANNEL = "tidings_wakeup"
 
 
 class Wakeup:
@@ -41,6 +43,12 @@ class Wakeup:
         return True
 
 
+async def notify_postgres(conn: Any, priority: Priority) -> None:
+    """Wake ``priority``'s lanes in every process that LISTENs, when ``conn``'s transaction
+    commits (``conn``: an asyncpg connection inside that transaction)."""
+    await conn.execute("SELECT pg_notify($1, $2)", WAKEUP_CHANNEL, priority.value)
+
+
 async def listen_postgres(db: Database, wakeup: Wakeup, stop: asyncio.Event) -> None:
     """Relay NOTIFYs from other processes to ``wakeup`` until ``stop``; reconnects on errors."""
     dsn = db.url.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -54,7 +62,7 @@ async def listen_postgres(db: Database, wakeup: Wakeup, stop: asyncio.Event) -> 
             conn = await asyncpg.connect(dsn)
         except (OSError, asyncpg.PostgresError) as error:
             log.warning("LISTEN connection failed (%s); polling until it is back", error)
-            await sleep_unless(stop, 1.0)
+            await _sleep_unless(stop, 1.0)
             continue
         try:
             await conn.add_listener(WAKEUP_CHANNEL, on_notify)
@@ -62,6 +70,13 @@ async def listen_postgres(db: Database, wakeup: Wakeup, stop: asyncio.Event) -> 
             for priority in Priority:
                 wakeup.notify(priority)
             while not stop.is_set() and not conn.is_closed():
-                await sleep_unless(stop, 1.0)
+                await _sleep_unless(stop, 1.0)
         finally:
             await conn.close()
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()

@@ -16,7 +16,10 @@ from tidings.providers.kinds import (
     SinkAccount,
     build_provider,
 )
-from tidings.settings import PLATFORM_CHAINS, Settings
+
+# Push tokens of one platform may go through their own chain (APNs for iOS, FCM for the
+# rest); a platform without one uses the push chain.
+PLATFORM_CHAINS = ("push_ios", "push_android", "push_web")
 
 
 @dataclass
@@ -81,16 +84,20 @@ def builtin_account(spec: str) -> AccountSettings:
     raise ValueError(f"unknown provider {spec!r}: expected sink, noop or record:<path>")
 
 
-def providers_from_settings(settings: Settings) -> ProviderSet:
-    """Every account a channel's chain names, built once even when several chains share it."""
-    names = [channel.value for channel in Channel] + list(PLATFORM_CHAINS)
-    chains = {name: settings.chain(name) for name in names}
+def build_providers(
+    chains: Mapping[str, list[str]],
+    configured: Mapping[str, AccountSettings],
+    outbox_dir: Path,
+    public_url: str,
+) -> ProviderSet:
+    """Every account a chain names (``configured`` ones, else the built-in ``sink``, ``noop``
+    and ``record:``), built once even when several chains share it."""
     accounts: dict[str, AccountSettings] = {}
     for name in (name for chain in chains.values() for name in chain):
         if name not in accounts:
-            accounts[name] = settings.accounts.get(name) or builtin_account(name)
+            accounts[name] = configured.get(name) or builtin_account(name)
     providers = {
-        name: build_provider(name, account, settings.outbox_dir, settings.public_url)
+        name: build_provider(name, account, outbox_dir, public_url)
         for name, account in accounts.items()
     }
-    return ProviderSet(providers, chains, accounts)
+    return ProviderSet(providers, dict(chains), accounts)

@@ -1,0 +1,284 @@
+"""Imports only point down the flow (docs/architecture.md, Import layers).
+
+Every module under src/tidings belongs to one layer, found by the longest matching prefix in
+``LAYERS``; it may import its own package and lower layers, never a higher layer, and never
+another package of its own layer. Imports are read with ``ast`` at any depth (inside
+functions, ``if TYPE_CHECKING:`` blocks), so a deferred import cannot hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tidings
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    packages: tuple[str, ...]
+    # Only the entry points may import each other: they are one program's front door
+    # (__main__ runs cli, cli starts runner).
+    siblings_may_import: bool = False
+
+
+# Top to bottom; keep in step with docs/architecture.md, Import layers.
+LAYERS: tuple[Layer, ...] = (
+    Layer(
+        "entry points",
+        ("tidings.__main__", "tidings.cli", "tidings.runner"),
+        siblings_may_import=True,
+    ),
+    Layer("simulator", ("tidings.simulator",)),
+    Layer("api", ("tidings.api",)),
+    Layer("flow roots", ("tidings.intake", "tidings.dispatch.dispatcher")),
+    Layer("service", ("tidings.service",)),
+    Layer("settings", ("tidings.settings",)),
+    Layer("dispatch", ("tidings.dispatch",)),
+    Layer("content and policy", ("tidings.content", "tidings.policy")),
+    Layer("providers", ("tidings.providers",)),
+    Layer("tracking", ("tidings.tracking",)),
+    # tidings.catalog (the type catalog, a cache of store rows) sits with the store for now.
+    Layer("store", ("tidings.store", "tidings.catalog")),
+    Layer(
+        "base",
+        (
+            "tidings.priorities",
+            "tidings.states",
+            "tidings.ids",
+            "tidings.clock",
+            "tidings.singleflight",
+        ),
+    ),
+)
+# tidings/__init__.py (the version) is base vocabulary too; matched exactly, as a prefix it
+# would place every module.
+ROOT = "tidings"
+
+# Imports that still break the rule, each with the change that will remove it. An entry that
+# no longer matches any import fails the test too: delete it then. Nothing else goes here.
+PENDING_EXCEPTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "tidings.content.preview",
+        "tidings.api.schemas",
+        "the preview builds API responses: it moves into api/",
+    ),
+    (
+        "tidings.content.preview",
+        "tidings.service",
+        "the preview takes the whole Service: it moves into api/",
+    ),
+    (
+        "tidings.catalog",
+        "tidings.store",
+        "the type catalog is a cache over store/registry.py, not yet a module of store/",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    source: str
+    is_package: bool = False
+
+
+@dataclass(frozen=True)
+class Placed:
+    layer: int  # index into LAYERS, 0 at the top
+    package: str  # the matching prefix
+
+
+def place(module: str) -> Placed | None:
+    if module == ROOT:
+        return Placed(len(LAYERS) - 1, ROOT)
+    best: Placed | None = None
+    for index, layer in enumerate(LAYERS):
+        for package in layer.packages:
+            matches = module == package or module.startswith(package + ".")
+            if matches and (best is None or len(package) > len(best.package)):
+                best = Placed(index, package)
+    return best
+
+
+def imported_names(module: Module, known: set[str]) -> list[tuple[str, int]]:
+    """(imported tidings module, line) for every import in ``module``, at any depth."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(module.source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node.module, node.level)
+            for alias in node.names:
+                # ``from pkg import mod`` imports pkg.mod; ``from mod import name``, mod.
+                candidate = f"{base}.{alias.name}"
+                found.append((candidate if candidate in known else base, node.lineno))
+    unique = dict.fromkeys(found)  # one report per module and line, however many names
+    return [(name, line) for name, line in unique if name.split(".")[0] == ROOT]
+
+
+def _absolute(module: Module, target: str | None, level: int) -> str:
+    if level == 0:
+        return target or ""
+    parts = module.name.split(".")
+    package = parts if module.is_package else parts[:-1]
+    base = package[: len(package) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def _describe(module: str, placed: Placed) -> str:
+    return f"{module} (layer {placed.layer + 1}, {LAYERS[placed.layer].name})"
+
+
+def breaks_layering(source: Placed, target: Placed) -> str | None:
+    """Why an import from ``source`` to ``target`` is refused, or None if it is allowed."""
+    if target.package == source.package or target.layer > source.layer:
+        return None
+    if target.layer < source.layer:
+        return "a higher layer"
+    if LAYERS[source.layer].siblings_may_import:
+        return None
+    return "a package of its own layer"
+
+
+def _pending(
+    importer: str, name: str, pending: Sequence[tuple[str, str, str]]
+) -> tuple[str, str] | None:
+    for allowed_importer, imported, _reason in pending:
+        if importer == allowed_importer and (name == imported or name.startswith(imported + ".")):
+            return (allowed_importer, imported)
+    return None
+
+
+def violations(
+    modules: Sequence[Module],
+    pending: Sequence[tuple[str, str, str]] = PENDING_EXCEPTIONS,
+) -> list[str]:
+    """Every import that breaks the layering, every module in no layer, and every pending
+    exception that no longer happens; empty when all is well."""
+    known = {module.name for module in modules}
+    problems: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for module in modules:
+        source = place(module.name)
+        if source is None:
+            problems.append(
+                f"{module.name} is in no layer: add its package to LAYERS in "
+                "tests/test_import_layers.py and to docs/architecture.md, Import layers"
+            )
+            continue
+        for name, line in imported_names(module, known):
+            target = place(name)
+            if target is None:
+                problems.append(f"{module.name}:{line} imports {name}, which is in no layer")
+                continue
+            why = breaks_layering(source, target)
+            allowance = _pending(module.name, name, pending) if why else None
+            if allowance is not None:
+                used.add(allowance)
+            elif why is not None:
+                problems.append(
+                    f"{_describe(module.name, source)}:{line} imports {_describe(name, target)}, "
+                    f"{why}: imports must point down the flow (docs/architecture.md, "
+                    "Import layers)"
+                )
+    problems += [
+        f"PENDING_EXCEPTIONS: {importer} no longer imports {imported}; remove the entry"
+        for importer, imported, _reason in pending
+        if (importer, imported) not in used
+    ]
+    return problems
+
+
+def project_modules() -> list[Module]:
+    root = Path(tidings.__file__).parent
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        modules.append(Module(name, path.read_text(encoding="utf-8"), is_package))
+    return modules
+
+
+def test_imports_only_point_down_the_flow() -> None:
+    problems = violations(project_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_every_module_is_placed_and_read() -> None:
+    modules = {module.name for module in project_modules()}
+    # The walk sees the whole tree, not an empty or partial one.
+    assert {"tidings", "tidings.store.wakeup", "tidings.dispatch.dispatcher"} <= modules
+    assert "tidings.store.migrations.versions.0001_initial_schema" in modules
+
+
+# The checker itself, on synthetic modules: it must be able to fail.
+
+
+def _check(sources: Mapping[str, str], pending: Sequence[tuple[str, str, str]] = ()) -> list[str]:
+    return violations([Module(name, source) for name, source in sources.items()], pending)
+
+
+def test_the_checker_names_both_modules_and_layers_of_an_import_pointing_up() -> None:
+    problems = _check(
+        {
+            "tidings.store.claims": "def f():\n    from tidings.dispatch import lane\n",
+            "tidings.dispatch.lane": "",
+        }
+    )
+    assert problems == [
+        "tidings.store.claims (layer 11, store):2 imports tidings.dispatch.lane "
+        "(layer 7, dispatch), a higher layer: imports must point down the flow "
+        "(docs/architecture.md, Import layers)"
+    ]
+
+
+def test_the_checker_reads_type_checking_blocks_and_relative_imports() -> None:
+    hidden = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tidings.service\n"
+    assert len(_check({"tidings.store.claims": hidden})) == 1
+    assert len(_check({"tidings.store.claims": "from ..settings import Settings\n"})) == 1
+    assert len(_check({"tidings.store.claims": "from . import schema\n"})) == 0
+
+
+def test_the_checker_refuses_imports_between_packages_of_one_layer() -> None:
+    intake = {"tidings.intake.accept": "from tidings.dispatch.dispatcher import Dispatcher\n"}
+    content = {"tidings.content.compose": "import tidings.policy.preferences\n"}
+    for sources in (intake, content):
+        (problem,) = _check(sources)
+        assert "a package of its own layer" in problem
+
+
+def test_the_checker_allows_its_own_package_and_lower_layers() -> None:
+    sources = {
+        "tidings.dispatch.dispatcher": "from tidings.dispatch.lane import Lane\n",
+        "tidings.dispatch.lane": "from tidings.store import claims\nimport tidings.states\n",
+        "tidings.api.app": "from tidings import __version__\n",
+        "tidings.cli": "from tidings.runner import run\n",
+    }
+    assert _check(sources) == []
+    # ...but not dispatch's modules reaching up to the dispatcher, a root above them.
+    upwards = {
+        "tidings.dispatch.lane": "from tidings.dispatch import dispatcher\n",
+        "tidings.dispatch.dispatcher": "",
+    }
+    (problem,) = _check(upwards)
+    assert "tidings.dispatch.dispatcher (layer 4, flow roots)" in problem
+
+
+def test_the_checker_refuses_modules_in_no_layer() -> None:
+    (problem,) = _check({"tidings.newthing.core": ""})
+    assert problem.startswith("tidings.newthing.core is in no layer")
+
+
+def test_pending_exceptions_allow_only_what_they_name_and_must_stay_in_use() -> None:
+    pending = [("tidings.content.preview", "tidings.service", "moves into api/")]
+    allowed = {"tidings.content.preview": "from tidings.service import Service\n"}
+    assert _check(allowed, pending) == []
+    other = {"tidings.content.preview": "from tidings.settings import Settings\n"}
+    problems = _check(other, pending)
+    assert len(problems) == 2  # the import, and the exception now unused
+    assert problems[1].startswith("PENDING_EXCEPTIONS: tidings.content.preview no longer")
