@@ -108,7 +108,7 @@ class Api:
                 for table in reversed(metadata.sorted_tables):
                     await conn.execute(table.delete())
             self.service.types.invalidate()
-            self.service.templates.invalidate()
+            await self.service.templates.reload_now()
 
         self.run(empty())
 

@@ -35,6 +35,8 @@ _INVALID = {"422": "a value is invalid; `error.field` names it"}
 # break), besides any route's "no such resource".
 _UNROUTABLE = {"404": "no such resource, or no route for this path"}
 _ANY_ERRORS = {
+    # api/text_guard.py: NUL or a lone surrogate in the path, the query or a header.
+    "400": "the request holds text no database stores (NUL, a lone surrogate)",
     "500": "internal error; the server log has details",
     "503": "the database is unavailable; retry (with the same Idempotency-Key)",
 }
@@ -71,7 +73,7 @@ def _declare_errors(schema: dict[str, Any]) -> None:
         for operation in operations.values():
             codes = dict(_ANY_ERRORS)
             if "requestBody" in operation:
-                codes.update(_BODY_ERRORS)
+                codes.update(_BODY_ERRORS)  # its 400 says what a body adds
             if "requestBody" in operation or operation.get("parameters"):
                 codes.update(_INVALID)
             if any(p["in"] == "path" for p in operation.get("parameters", ())):
