@@ -1,14 +1,12 @@
-"""What the dispatcher needs of each notification type: its retry policy and ttl."""
+"""What the dispatcher needs of a notification type, read from the store's type catalog."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
-from tidings.catalog import TypeCatalog
 from tidings.dispatch.retry import RetryPolicy
-from tidings.policy.preferences import required_channels
+from tidings.store.types import TypeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -22,40 +20,35 @@ class TypeRules:
     collapse_key: str | None = None
 
 
-class TypeCache:
-    """Rules per type, rebuilt whenever the catalog reloads (every few seconds)."""
+class TypeRulebook:
+    """The rules of each type, from the catalog's cached rows (no cache of its own: a type
+    changed in the catalog applies at the next send)."""
 
     def __init__(self, catalog: TypeCatalog, default_retry: RetryPolicy) -> None:
         self.catalog = catalog
         self.default_retry = default_retry
-        self._rules: dict[str, TypeRules] = {}
-        self._version = -1
+        self._reported: set[str] = set()  # types whose unreadable rules were logged once
 
     async def refresh_if_stale(self) -> None:
-        types = await self.catalog.all()
-        if self._version == self.catalog.version:
-            return
-        self._rules = {}
-        for name, row in types.items():
-            try:
-                self._rules[name] = self._build(row)
-            except Exception as error:
-                # One unreadable stored type must not stop every lane from claiming: its
-                # deliveries go by the defaults.
-                log.error(
-                    "type %s: unreadable rules (%s); using defaults", name, type(error).__name__
-                )
-        self._version = self.catalog.version
-
-    def _build(self, row: dict[str, Any]) -> TypeRules:
-        return TypeRules(
-            self.default_retry.with_overrides(row["retry"]),
-            row["ttl_seconds"],
-            required_channels(row),
-            row.get("default_locale"),
-            row.get("collapse_key"),
-        )
+        await self.catalog.refresh_if_stale()
 
     def rules(self, type_name: str) -> TypeRules:
-        found = self._rules.get(type_name)
-        return found if found is not None else TypeRules(self.default_retry, None)
+        kind = self.catalog.cached(type_name)
+        if kind is None:
+            return TypeRules(self.default_retry, None)
+        try:
+            retry = self.default_retry.with_overrides(kind.retry)
+        except Exception as error:
+            # One unreadable stored type must not stop every lane from sending: its
+            # deliveries go by the defaults.
+            retry = self.default_retry
+            if type_name not in self._reported and len(self._reported) < 10_000:
+                self._reported.add(type_name)
+                log.error(
+                    "type %s: unreadable retry (%s); using defaults",
+                    type_name,
+                    type(error).__name__,
+                )
+        return TypeRules(
+            retry, kind.ttl_seconds, kind.required, kind.default_locale, kind.collapse_key
+        )

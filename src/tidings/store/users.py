@@ -1,16 +1,38 @@
-"""Types, user profiles and devices: the registry the intake reads to address deliveries."""
+"""User profiles and their push devices: whom the intake addresses, what templates say of them."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from tidings.store.engine import Database
-from tidings.store.schema import device, notification_type, user_profile
+from tidings.store.schema import device, user_profile
 from tidings.store.upsert import upsert
+
+
+@dataclass(frozen=True)
+class UserProfile:
+    id: str
+    email: str | None
+    phone: str | None
+    timezone: str | None
+    locale: str | None
+    quiet_hours: Mapping[str, str] | None  # {"from": "22:00", "to": "08:00"}
+    attributes: Mapping[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sa.Row[Any]) -> UserProfile:
+        values = row._mapping
+        return cls(**{name: values[name] for name in _PROFILE_COLUMNS})
+
+
+_PROFILE_COLUMNS = tuple(column.name for column in user_profile.columns)
 
 
 async def _rows_by_key(
@@ -24,22 +46,30 @@ async def _rows_by_key(
         return {row._mapping[key]: dict(row._mapping) for row in rows}
 
 
-async def put_type(db: Database, row: dict[str, Any], now: datetime) -> None:
-    await upsert(db, notification_type, ["name"], {**row, "created_at": now, "updated_at": now})
-
-
-async def get_types(db: Database, names: Collection[str]) -> dict[str, dict[str, Any]]:
-    return await _rows_by_key(db, notification_type, "name", names)
-
-
-async def all_types(db: Database) -> dict[str, dict[str, Any]]:
-    async with db.engine.connect() as conn:
-        rows = await conn.execute(sa.select(notification_type))
-        return {row.name: dict(row._mapping) for row in rows}
-
-
-async def put_user(db: Database, row: dict[str, Any], now: datetime) -> None:
-    await upsert(db, user_profile, ["id"], {**row, "created_at": now, "updated_at": now})
+async def put_user(
+    db: Database,
+    user_id: str,
+    *,
+    email: str | None,
+    phone: str | None,
+    timezone: str | None,
+    locale: str | None,
+    attributes: Mapping[str, Any] | None,
+    now: datetime,
+) -> None:
+    """Create or replace a profile. Its quiet hours (set with the preferences, by
+    ``put_user_settings``) and its ``created_at`` are kept on replace."""
+    row = {
+        "id": user_id,
+        "email": email,
+        "phone": phone,
+        "timezone": timezone,
+        "locale": locale,
+        "attributes": attributes,
+        "created_at": now,
+        "updated_at": now,
+    }
+    await upsert(db, user_profile, ["id"], row)
 
 
 async def put_user_settings(
@@ -51,8 +81,16 @@ async def put_user_settings(
     )
 
 
-async def get_users(db: Database, ids: Collection[str]) -> dict[str, dict[str, Any]]:
-    return await _rows_by_key(db, user_profile, "id", ids)
+async def get_users(db: Database, ids: Collection[str]) -> dict[str, UserProfile]:
+    if not ids:
+        return {}
+    query = sa.select(user_profile).where(user_profile.c.id.in_(list(ids)))
+    async with db.engine.connect() as conn:
+        return {row.id: UserProfile.from_row(row) for row in await conn.execute(query)}
+
+
+async def get_user(db: Database, user_id: str) -> UserProfile | None:
+    return (await get_users(db, [user_id])).get(user_id)
 
 
 async def put_device(db: Database, token: str, user_id: str, platform: str, now: datetime) -> None:
