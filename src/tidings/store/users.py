@@ -35,15 +35,23 @@ class UserProfile:
 _PROFILE_COLUMNS = tuple(column.name for column in user_profile.columns)
 
 
-async def _rows_by_key(
-    db: Database, table: sa.Table, key: str, values: Collection[str]
-) -> dict[str, dict[str, Any]]:
-    if not values:
-        return {}
-    column = table.c[key]
-    async with db.engine.connect() as conn:
-        rows = await conn.execute(sa.select(table).where(column.in_(list(values))))
-        return {row._mapping[key]: dict(row._mapping) for row in rows}
+@dataclass(frozen=True)
+class Device:
+    token: str
+    user_id: str
+    platform: str
+    active: bool
+    deactivated_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sa.Row[Any]) -> Device:
+        values = row._mapping
+        return cls(**{name: values[name] for name in _DEVICE_COLUMNS})
+
+
+_DEVICE_COLUMNS = tuple(column.name for column in device.columns)
 
 
 async def put_user(
@@ -113,8 +121,11 @@ async def delete_device(db: Database, token: str) -> bool:
     return result.rowcount > 0
 
 
-async def get_device(db: Database, token: str) -> dict[str, Any] | None:
-    return (await _rows_by_key(db, device, "token", [token])).get(token)
+async def get_device(db: Database, token: str) -> Device | None:
+    query = sa.select(device).where(device.c.token == token)
+    async with db.engine.connect() as conn:
+        row = (await conn.execute(query)).first()
+    return None if row is None else Device.from_row(row)
 
 
 async def platforms(db: Database, tokens: Collection[str]) -> dict[str, str]:
@@ -126,10 +137,10 @@ async def platforms(db: Database, tokens: Collection[str]) -> dict[str, str]:
         return {row.token: row.platform for row in await conn.execute(query)}
 
 
-async def user_devices(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def user_devices(db: Database, user_id: str) -> list[Device]:
     query = sa.select(device).where(device.c.user_id == user_id).order_by(device.c.created_at)
     async with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in await conn.execute(query)]
+        return [Device.from_row(row) for row in await conn.execute(query)]
 
 
 async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:

@@ -14,7 +14,7 @@ from tidings.intake.requests import TypeName, UserId
 from tidings.service import Service
 from tidings.store import types, users
 from tidings.store.types import NotificationType
-from tidings.store.users import UserProfile
+from tidings.store.users import Device, UserProfile
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
@@ -128,7 +128,9 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
     """Register a push token for a user (registering it again reactivates it)."""
     db = _service(request).db
     await users.put_device(db, body.token, body.user_id, body.platform, utcnow())
-    return DeviceOut(**(await users.get_device(db, body.token)) or {})
+    stored = await users.get_device(db, body.token)
+    assert stored is not None  # just written
+    return _device_out(stored)
 
 
 @router.get("/devices/{token}", response_model=DeviceOut, responses=_NOT_FOUND)
@@ -138,13 +140,13 @@ async def get_device(request: Request, token: str) -> Any:
     found = await users.get_device(_service(request).db, token)
     if found is None:
         return error_response(404, "not_found", "no such device token", "token")
-    return DeviceOut(**found)
+    return _device_out(found)
 
 
 @router.get("/users/{user_id}/devices", response_model=list[DeviceOut])
 async def list_devices(request: Request, user_id: str) -> Any:
     """A user's push tokens, active or not."""
-    return [DeviceOut(**row) for row in await users.user_devices(_service(request).db, user_id)]
+    return [_device_out(found) for found in await users.user_devices(_service(request).db, user_id)]
 
 
 @router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
@@ -152,3 +154,7 @@ async def delete_device(request: Request, token: str) -> Response:
     if not await users.delete_device(_service(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")
     return Response(status_code=204)
+
+
+def _device_out(found: Device) -> DeviceOut:
+    return DeviceOut.model_validate(found, from_attributes=True)
