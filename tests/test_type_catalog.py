@@ -12,6 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.types import TypeRulebook
 from tidings.store.engine import Database
 from tidings.store.types import NotificationType, TypeCatalog, put_type
 
@@ -103,3 +105,19 @@ async def test_a_type_stored_after_a_miss_is_found(db: Database) -> None:
     await put_type(db, _kind("later"))
     catalog.invalidate()  # stored through this process: found at once
     assert set(await catalog.get({"later"})) == {"later"}
+
+
+async def test_the_dispatcher_reads_its_rules_from_the_catalogs_rows(db: Database) -> None:
+    await put_type(db, _kind("receipt", retry={"maxAttempts": 3}, ttl_seconds=60))
+    catalog = TypeCatalog(db, max_age=60)
+    rulebook = TypeRulebook(catalog, RetryPolicy(max_attempts=9))
+    await rulebook.refresh_if_stale()
+    rules = rulebook.rules("receipt")
+    assert (rules.retry.max_attempts, rules.ttl_seconds) == (3, 60)
+    assert rules.required_channels == frozenset({"email"})
+    assert rulebook.rules("made.up").retry.max_attempts == 9  # unknown: the defaults
+    await put_type(db, _kind("receipt", retry={"maxAttempts": 5}, collapse_key="orders"))
+    catalog.invalidate()
+    await rulebook.refresh_if_stale()
+    rules = rulebook.rules("receipt")  # the new row's rules, not those derived before
+    assert (rules.retry.max_attempts, rules.ttl_seconds, rules.collapse_key) == (5, None, "orders")
