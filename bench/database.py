@@ -9,8 +9,8 @@ from bench.workload import TEMPLATE, TYPE_BODY, TYPE_NAME
 from tidings.clock import utcnow
 from tidings.store.engine import connect
 from tidings.store.migrate import upgrade
-from tidings.store.registry import put_type
 from tidings.store.templates import add_version
+from tidings.store.types import NotificationType, put_type
 
 
 async def _admin(config: BenchConfig, *statements: str) -> None:
@@ -30,7 +30,21 @@ async def create(config: BenchConfig) -> None:
     db = connect(config.database_url)
     try:
         await upgrade(db)
-        await put_type(db, {"name": TYPE_NAME, **TYPE_BODY}, utcnow())
+        now = utcnow()
+        kind = NotificationType(
+            name=TYPE_NAME,
+            category=TYPE_BODY["category"],
+            priority=TYPE_BODY["priority"],
+            channels=TYPE_BODY["channels"],
+            ttl_seconds=None,
+            retry=None,
+            required_channels=None,
+            default_locale=None,
+            collapse_key=None,
+            created_at=now,
+            updated_at=now,
+        )
+        await put_type(db, kind)
         for channel in TYPE_BODY["channels"]:
             await add_version(db, TYPE_NAME, channel, "en", TEMPLATE, utcnow())
     finally:

@@ -365,6 +365,43 @@ async def test_a_push_payload_over_4_kb_fails_as_poison(
     assert delivery["failureKind"] == "poison" and "4096" in delivery["lastError"]
 
 
+# What a template sees of the user is built once, for preview and send alike.
+
+USER_WORDS = {"subject": "{{ user | dictsort }}", "text": "{{ locale }} {{ data | dictsort }}"}
+
+
+@pytest.mark.parametrize("who", ["profile", "user id without a profile", "no user"])
+async def test_preview_shows_the_words_a_send_would(
+    service: Service, client: httpx.AsyncClient, who: str
+) -> None:
+    await put_type(client, TYPE, channels=("email",), templates=False)
+    await put_template(client, "email", "en", USER_WORDS)
+    profile = {
+        "email": "ana@example.com",
+        "locale": "en-GB",
+        "timezone": "Europe/Lisbon",
+        "attributes": {"name": "Ana", "tier": "gold"},
+    }
+    assert (await client.put("/v1/users/ana", json=profile)).status_code == 200
+    user = {"profile": {"userId": "ana"}, "user id without a profile": {"userId": "ghost"}}
+    recipient = user.get(who, {})
+    body = {"type": TYPE, "to": {"email": "x@example.com"}, "data": {"order": 7}, **recipient}
+    message, _ = await sent_message(service, client, body)
+    preview = await client.post(
+        "/v1/templates/preview", json={"type": TYPE, "data": {"order": 7}, **recipient}
+    )
+    shown = preview.json()["channels"]["email"]
+    sent = message["content"]
+    assert (shown["subject"], shown["text"]) == (sent["subject"], sent["text"])
+    expected = {
+        "profile": "[('id', 'ana'), ('locale', 'en-GB'), ('name', 'Ana'), ('tier', 'gold'), "
+        "('timezone', 'Europe/Lisbon')]",
+        "user id without a profile": "[('id', 'ghost'), ('locale', None), ('timezone', None)]",
+        "no user": "[]",
+    }
+    assert sent["subject"] == expected[who]
+
+
 async def test_preview_shows_each_channels_error(client: httpx.AsyncClient) -> None:
     await put_type(client, TYPE, channels=("email", "sms"), templates=False)
     await put_template(client, "email", "en", EMAIL)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tidings.catalog import TypeCatalog
 from tidings.content.catalog import TemplateCatalog
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.providers.chains import ProviderSet, build_providers
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
+from tidings.store.types import TypeCatalog
 from tidings.store.wakeup import Wakeup
 
 

@@ -24,25 +24,6 @@ class Rendered:
     segments: Segments | None = None
 
 
-def variables(
-    data: dict[str, Any],
-    *,
-    user: dict[str, Any] | None,
-    locale: str | None,
-    unsubscribe_url: str | None,
-) -> dict[str, Any]:
-    """What a template sees: the notification's data at the top level (and as ``data``),
-    then ``user``, ``locale`` and ``unsubscribe_url``, which win over data keys of the
-    same name."""
-    return {
-        **data,
-        "data": data,
-        "user": user or {},
-        "locale": locale,
-        "unsubscribe_url": unsubscribe_url,
-    }
-
-
 async def compose(
     catalog: TemplateCatalog,
     type_name: str,

@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from tidings.content.catalog import TemplateCatalog
-from tidings.content.compose import NoTemplate, compose, variables
+from tidings.content.compose import NoTemplate, compose
 from tidings.content.render import RenderError
+from tidings.content.variables import template_variables
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
@@ -19,6 +20,7 @@ from tidings.providers.base import Content, Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.outcomes import Outcome
+from tidings.store.users import UserProfile
 
 MAX_ERROR_LENGTH = 1000
 
@@ -34,14 +36,12 @@ class Composer:
     sms_max_segments: int = 10
 
     async def message(
-        self, claimed: ClaimedDelivery, rules: TypeRules, profile: dict[str, Any] | None
+        self, claimed: ClaimedDelivery, rules: TypeRules, profile: UserProfile | None
     ) -> tuple[Message, int | None]:
         """The message and the template version it was rendered with; ``RenderError``
         when it cannot be rendered (poison)."""
         headers, link = self._unsubscribe(claimed)
-        context = variables(
-            claimed.data, user=_user(claimed, profile), locale=claimed.locale, unsubscribe_url=link
-        )
+        context = template_variables(claimed.data, claimed.user_id, profile, claimed.locale, link)
         try:
             rendered = await compose(
                 self.templates,
@@ -92,18 +92,6 @@ class Composer:
         if claimed.channel == Channel.EMAIL.value:
             headers = self.unsubscriber.headers(request)
         return headers, self.unsubscriber.url(request)
-
-
-def _user(claimed: ClaimedDelivery, profile: dict[str, Any] | None) -> dict[str, Any] | None:
-    if claimed.user_id is None:
-        return None
-    profile = profile or {}
-    return {
-        "id": claimed.user_id,
-        "locale": profile.get("locale"),
-        "timezone": profile.get("timezone"),
-        **(profile.get("attributes") or {}),
-    }
 
 
 def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
@@ -186,7 +174,7 @@ class Sender:
         rules: TypeRules,
         target: Target,
         now: datetime,
-        profile: dict[str, Any] | None = None,
+        profile: UserProfile | None = None,
     ) -> Outcome:
         """Render, then call the target's provider."""
         try:

@@ -17,7 +17,7 @@ from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.send_checks import SendTimeChecks
-from tidings.dispatch.types import TypeCache
+from tidings.dispatch.types import TypeRulebook
 from tidings.dispatch.waiting import sleep_unless
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
@@ -52,7 +52,7 @@ class Dispatcher:
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
         rng = rng or random.Random()
-        types = TypeCache(service.types, retry)
+        types = TypeRulebook(service.types, retry)
         context = LaneContext(
             db=service.db,
             providers=providers,

@@ -8,7 +8,6 @@ import random
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import (
@@ -23,14 +22,15 @@ from tidings.dispatch.lane_settings import LaneSettings
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.send_checks import Checked, SendTimeChecks
-from tidings.dispatch.types import TypeCache
+from tidings.dispatch.types import TypeRulebook
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
-from tidings.store import registry
+from tidings.store import users
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable
+from tidings.store.users import UserProfile
 from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class LaneContext:
     db: Database
     providers: ProviderSet
     writer: OutcomeWriter
-    types: TypeCache
+    types: TypeRulebook
     wakeup: Wakeup
     lease_seconds: float
     rng: random.Random
@@ -126,7 +126,7 @@ class Lane:
 
     async def _still_wanted(
         self, claimed: list[ClaimedDelivery]
-    ) -> tuple[list[ClaimedDelivery], dict[str, dict[str, Any]]]:
+    ) -> tuple[list[ClaimedDelivery], dict[str, UserProfile]]:
         """Those to send; the others' outcomes go to the writer. Expired and exhausted ones
         first, so that they use up no frequency cap."""
         now = utcnow()
@@ -208,11 +208,9 @@ class Lane:
         if not self.context.providers.routes_by_platform:
             return {}
         tokens = {d.address for d in send if d.channel == Channel.PUSH.value}
-        return await registry.platforms(self.context.db, tokens)
+        return await users.platforms(self.context.db, tokens)
 
-    def _start(
-        self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str
-    ) -> None:
+    def _start(self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str) -> None:
         task = asyncio.create_task(self._send(delivery, profile, account))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
@@ -222,7 +220,7 @@ class Lane:
         self._slot_freed.set()
 
     async def _send(
-        self, delivery: ClaimedDelivery, profile: dict[str, Any] | None, account: str
+        self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str
     ) -> None:
         """The whole processing of one claimed delivery, under the guard: whatever it raises
         (a template that recurses without end, an absurd stored setting, a bug) fails this

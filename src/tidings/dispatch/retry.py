@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +34,7 @@ class RetryPolicy:
     max_delay: float = 300.0
     max_attempts: int = 6
 
-    def with_overrides(self, overrides: dict[str, Any] | None) -> RetryPolicy:
+    def with_overrides(self, overrides: Mapping[str, Any] | None) -> RetryPolicy:
         """This policy with a type's overrides (camelCase keys as the API takes them)."""
         if not overrides:
             return self

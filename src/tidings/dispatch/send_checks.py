@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from tidings.dispatch.attempt import deferred, skipped
@@ -21,11 +20,12 @@ from tidings.dispatch.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
 from tidings.priorities import Category
-from tidings.store import frequency, preferences, registry, suppressions
+from tidings.store import frequency, preferences, suppressions, users
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome
 from tidings.store.suppressions import canonical_address
+from tidings.store.users import UserProfile
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).
@@ -36,7 +36,7 @@ DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 class Checked:
     send: list[ClaimedDelivery]
     outcomes: list[Outcome]
-    profiles: dict[str, dict[str, Any]]
+    profiles: dict[str, UserProfile]
 
 
 @dataclass(frozen=True)
@@ -84,15 +84,15 @@ class SendTimeChecks:
         found = await suppressions.suppressed(self.db, set(pairs.values()))
         return {d.id: "suppressed" for d in claimed if pairs[d.id] in found}
 
-    async def _profiles(self, claimed: Sequence[ClaimedDelivery]) -> dict[str, dict[str, Any]]:
+    async def _profiles(self, claimed: Sequence[ClaimedDelivery]) -> dict[str, UserProfile]:
         """The users' profiles: for quiet hours, caps, and what templates say of them."""
-        users = {d.user_id for d in claimed if d.user_id}
-        return await registry.get_users(self.db, users)
+        ids = {d.user_id for d in claimed if d.user_id}
+        return await users.get_users(self.db, ids)
 
     def _quiet(
         self,
         claimed: Sequence[ClaimedDelivery],
-        profiles: Mapping[str, dict[str, Any]],
+        profiles: Mapping[str, UserProfile],
         now: datetime,
     ) -> dict[uuid.UUID, datetime]:
         """Deliveries inside their user's quiet hours, with when to try again."""
@@ -100,10 +100,10 @@ class SendTimeChecks:
         until: dict[uuid.UUID, datetime] = {}
         for d in eligible:
             profile = profiles.get(d.user_id or "")
-            window = profile and profile["quiet_hours"]
-            if not window or not profile or not profile["timezone"]:
+            window = profile.quiet_hours if profile else None
+            if not window or not profile or not profile.timezone:
                 continue  # without a time zone there is no "night" to respect
-            end = quiet_hours.quiet_until(now, profile["timezone"], window["from"], window["to"])
+            end = quiet_hours.quiet_until(now, profile.timezone, window["from"], window["to"])
             if end is not None:
                 until[d.id] = end + timedelta(seconds=self.rng.uniform(0, self.quiet_jitter))
         return until
@@ -111,7 +111,7 @@ class SendTimeChecks:
     async def _over_cap(
         self,
         claimed: Sequence[ClaimedDelivery],
-        profiles: Mapping[str, dict[str, Any]],
+        profiles: Mapping[str, UserProfile],
         now: datetime,
     ) -> set[uuid.UUID]:
         """Deliveries beyond their user's daily cap for the category (the rest are counted)."""
@@ -135,6 +135,6 @@ class SendTimeChecks:
         return {d.id for d, ok in zip(capped, counted, strict=True) if not ok}
 
 
-def _local_day(now: datetime, profile: Mapping[str, Any] | None) -> date:
-    zone = profile.get("timezone") if profile else None
+def _local_day(now: datetime, profile: UserProfile | None) -> date:
+    zone = profile.timezone if profile else None
     return now.astimezone(ZoneInfo(zone)).date() if zone else now.date()

@@ -12,12 +12,12 @@ from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.intake.requests import NotificationIn
-from tidings.policy.preferences import required_channels, wanted
+from tidings.policy.preferences import wanted
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
-from tidings.store import preferences, registry, suppressions
+from tidings.store import preferences, suppressions, users
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
 from tidings.store.suppressions import canonical_address
@@ -108,7 +108,7 @@ def _shape(draft: NotificationDraft) -> Shape:
 
 def _missing(shape: Shape, catalog: TemplateCatalog, context: IntakeContext) -> ItemError | None:
     type_name, locale, channels = shape
-    chain = fallback_chain(locale, context.types[type_name].get("default_locale"))
+    chain = fallback_chain(locale, context.types[type_name].default_locale)
     for channel in channels:
         if channel == Channel.WEBHOOK.value:
             continue  # without a template, a webhook sends the notification's data as is
@@ -138,7 +138,7 @@ async def _skip_switched_off(
     for draft in drafts:
         if draft.user_id not in chosen:
             continue
-        required = required_channels(context.types[draft.type])
+        required = context.types[draft.type].required
         for d in draft.deliveries:
             off = not wanted(chosen[draft.user_id], draft.category, d.channel, required)
             if d.status is Status.PENDING and off:
@@ -161,16 +161,16 @@ async def _skip_suppressed(service: Service, drafts: Sequence[NotificationDraft]
 async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeContext:
     settings = service.settings
     types = await service.types.get({item.type for item in items})
-    users = await registry.get_users(service.db, user_ids(items))
+    profiles = await users.get_users(service.db, user_ids(items))
     device_users = {
         item.user_id for item in items if item.user_id and needs_devices(item, types.get(item.type))
     }
-    tokens = await registry.active_device_tokens(service.db, device_users)
+    tokens = await users.active_device_tokens(service.db, device_users)
     return IntakeContext(
         namespace=settings.namespace,
         now=utcnow(),
         types=types,
-        users=users,
+        users=profiles,
         device_tokens=tokens,
         max_data_bytes=settings.max_data_bytes,
         send_at_tolerance=settings.send_at_tolerance,

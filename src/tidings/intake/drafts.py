@@ -16,6 +16,8 @@ from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_o
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
+from tidings.store.types import NotificationType
+from tidings.store.users import UserProfile
 
 
 class ItemError(Exception):
@@ -37,8 +39,8 @@ class IntakeContext:
 
     namespace: str
     now: datetime
-    types: dict[str, dict[str, Any]]
-    users: dict[str, dict[str, Any]]
+    types: dict[str, NotificationType]
+    users: dict[str, UserProfile]
     device_tokens: dict[str, list[str]] = field(default_factory=dict)
     max_data_bytes: int = 32 * 1024
     send_at_tolerance: float = 60.0
@@ -80,19 +82,19 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
         idempotency_key=key,
         request_hash=request_hash(item, data_json),
         type=item.type,
-        category=kind["category"],
+        category=kind.category,
         priority=priority,
         user_id=item.user_id,
         data=item.data,
         data_json=data_json,
-        locale=item.locale or _user_field(item, context, "locale"),
+        locale=item.locale or _profile_locale(item, context),
         send_at=send_at,
         deliveries=deliveries,
     )
 
 
-def _priority(item: NotificationIn, kind: dict[str, Any]) -> Priority:
-    ceiling = Priority(kind["priority"])
+def _priority(item: NotificationIn, kind: NotificationType) -> Priority:
+    ceiling = Priority(kind.priority)
     if item.priority is None:
         return ceiling
     if not item.priority.at_most(ceiling):
@@ -147,18 +149,24 @@ def _send_at(item: NotificationIn, context: IntakeContext) -> datetime | None:
     return item.send_at if item.send_at > context.now else None
 
 
-def _user_field(item: NotificationIn, context: IntakeContext, name: str) -> Any:
-    profile = context.users.get(item.user_id) if item.user_id else None
-    return profile.get(name) if profile else None
+def _profile(item: NotificationIn, context: IntakeContext) -> UserProfile | None:
+    return context.users.get(item.user_id) if item.user_id else None
+
+
+def _profile_locale(item: NotificationIn, context: IntakeContext) -> str | None:
+    profile = _profile(item, context)
+    return profile.locale if profile else None
 
 
 def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -> list[str]:
     to = item.to
     if channel is Channel.EMAIL:
-        email = (to.email if to else None) or _user_field(item, context, "email")
+        profile = _profile(item, context)
+        email = (to.email if to else None) or (profile.email if profile else None)
         return [email] if email else []
     if channel is Channel.SMS:
-        phone = (to.phone if to else None) or _user_field(item, context, "phone")
+        profile = _profile(item, context)
+        phone = (to.phone if to else None) or (profile.phone if profile else None)
         return [phone] if phone else []
     if channel is Channel.WEBHOOK:
         return [to.webhook_url] if to and to.webhook_url else []
@@ -176,9 +184,9 @@ _ADDRESS_FIELD = {
 
 
 def _deliveries(
-    item: NotificationIn, kind: dict[str, Any], context: IntakeContext
+    item: NotificationIn, kind: NotificationType, context: IntakeContext
 ) -> list[DeliveryDraft]:
-    allowed = [Channel(c) for c in kind["channels"]]
+    allowed = [Channel(c) for c in kind.channels]
     explicit = item.channels is not None
     channels = list(dict.fromkeys(item.channels)) if item.channels else allowed
     drafts: list[DeliveryDraft] = []
@@ -230,6 +238,6 @@ def user_ids(items: Sequence[NotificationIn]) -> set[str]:
     return {item.user_id for item in items if item.user_id}
 
 
-def needs_devices(item: NotificationIn, kind: dict[str, Any] | None) -> bool:
-    channels = item.channels or (kind["channels"] if kind else [])
+def needs_devices(item: NotificationIn, kind: NotificationType | None) -> bool:
+    channels = item.channels or (kind.channels if kind else [])
     return Channel.PUSH in channels and not (item.to and item.to.device_tokens)

@@ -4,23 +4,11 @@ check order)"""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from tidings.priorities import Category, Channel
 from tidings.store.preferences import UserPreferences
 
 DEFAULTS: Mapping[str, bool] = {category.value: True for category in Category}
-
-
-def required_channels(kind: Mapping[str, Any]) -> frozenset[str]:
-    """Channels of a type on which preferences do not apply: by default, every channel of a
-    transactional type (a receipt or a password reset cannot be switched off)."""
-    configured = kind.get("required_channels")
-    if configured is not None:
-        return frozenset(configured)
-    if kind["category"] == Category.TRANSACTIONAL.value:
-        return frozenset(kind["channels"])
-    return frozenset()
 
 
 def wanted(

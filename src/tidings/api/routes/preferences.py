@@ -12,7 +12,7 @@ from tidings.clock import utcnow
 from tidings.intake.requests import UserId
 from tidings.policy.preferences import effective
 from tidings.service import Service
-from tidings.store import preferences, registry
+from tidings.store import preferences, users
 
 router = APIRouter(prefix="/v1/users", tags=["preferences"])
 
@@ -39,7 +39,7 @@ async def put_preferences(
     settings.pop("categories", None)
     profile = {"timezone", "locale", "quietHours"}
     values = {_column(name): settings[name] for name in profile & settings.keys()}
-    await registry.put_user_settings(db, user_id, values, now)
+    await users.put_user_settings(db, user_id, values, now)
     return await _shown(request, user_id)
 
 
@@ -62,14 +62,14 @@ def _column(name: str) -> str:
 
 async def _shown(request: Request, user_id: str) -> PreferencesOut | None:
     db = _service(request).db
-    profile = (await registry.get_users(db, [user_id])).get(user_id)
+    profile = await users.get_user(db, user_id)
     if profile is None:
         return None
     stored = (await preferences.of_users(db, [user_id])).get(user_id)
     return PreferencesOut(
         user_id=user_id,
         categories=effective(stored),
-        quiet_hours=profile["quiet_hours"],
-        timezone=profile["timezone"],
-        locale=profile["locale"],
+        quiet_hours=profile.quiet_hours,
+        timezone=profile.timezone,
+        locale=profile.locale,
     )

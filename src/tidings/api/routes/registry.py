@@ -12,7 +12,9 @@ from tidings.clock import utcnow
 from tidings.content.locales import normalise
 from tidings.intake.requests import TypeName, UserId
 from tidings.service import Service
-from tidings.store import registry
+from tidings.store import types, users
+from tidings.store.types import NotificationType
+from tidings.store.users import Device, UserProfile
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
@@ -35,52 +37,71 @@ async def put_type(
 ) -> Any:
     """Create (201) or replace (200) a notification type."""
     service = _service(request)
-    existed = name in await registry.get_types(service.db, [name])
-    await registry.put_type(service.db, _type_row(name, body), utcnow())
+    existed = await types.get_type(service.db, name) is not None
+    await types.put_type(service.db, _type_row(name, body))
     service.types.invalidate()
     if existed:
         response.status_code = 200
-    return _type_out((await registry.get_types(service.db, [name]))[name])
+    stored = await types.get_type(service.db, name)
+    assert stored is not None  # just written; types are never deleted
+    return _type_out(stored)
 
 
 @router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND)
 async def get_type(request: Request, name: str) -> Any:
-    found = (await registry.get_types(_service(request).db, [name])).get(name)
+    found = await types.get_type(_service(request).db, name)
     if found is None:
         return error_response(404, "not_found", f"no notification type {name!r}", "name")
     return _type_out(found)
 
 
-def _type_row(name: str, body: TypeIn) -> dict[str, Any]:
+def _type_row(name: str, body: TypeIn) -> NotificationType:
     retry = body.retry.model_dump(by_alias=True, exclude_none=True) if body.retry else None
-    return {
-        "name": name,
-        "category": body.category.value,
-        "priority": body.priority.value,
-        "channels": [c.value for c in dict.fromkeys(body.channels)],
-        "ttl_seconds": body.ttl,
-        "retry": retry or None,
-        "required_channels": (
+    now = utcnow()
+    return NotificationType(
+        name=name,
+        category=body.category.value,
+        priority=body.priority.value,
+        channels=[c.value for c in dict.fromkeys(body.channels)],
+        ttl_seconds=body.ttl,
+        retry=retry or None,
+        required_channels=(
             None if body.required_channels is None else [c.value for c in body.required_channels]
         ),
-        "default_locale": body.default_locale and normalise(body.default_locale),
-        "collapse_key": body.collapse_key,
-    }
+        default_locale=body.default_locale and normalise(body.default_locale),
+        collapse_key=body.collapse_key,
+        created_at=now,
+        updated_at=now,
+    )
 
 
-def _type_out(row: dict[str, Any]) -> TypeOut:
+def _type_out(kind: NotificationType) -> TypeOut:
     return TypeOut(
-        name=row["name"],
-        category=row["category"],
-        priority=row["priority"],
-        channels=row["channels"],
-        ttl=row["ttl_seconds"],
-        retry=row["retry"],
-        required_channels=row["required_channels"],
-        default_locale=row["default_locale"],
-        collapse_key=row["collapse_key"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        name=kind.name,
+        category=kind.category,
+        priority=kind.priority,
+        channels=kind.channels,
+        ttl=kind.ttl_seconds,
+        retry=kind.retry,
+        required_channels=kind.required_channels,
+        default_locale=kind.default_locale,
+        collapse_key=kind.collapse_key,
+        created_at=kind.created_at,
+        updated_at=kind.updated_at,
+    )
+
+
+def _user_out(profile: UserProfile) -> UserOut:
+    return UserOut(
+        id=profile.id,
+        email=profile.email,
+        phone=profile.phone,
+        timezone=profile.timezone,
+        locale=profile.locale,
+        quiet_hours=profile.quiet_hours,
+        attributes=profile.attributes,
+        created_at=profile.created_at,
+        updated_at=profile.updated_at,
     )
 
 
@@ -88,44 +109,52 @@ def _type_out(row: dict[str, Any]) -> TypeOut:
 async def put_user(request: Request, user_id: Annotated[UserId, Path()], body: UserIn) -> Any:
     """Create or replace a user profile."""
     db = _service(request).db
-    await registry.put_user(db, {"id": user_id, **body.model_dump(mode="json")}, utcnow())
-    return UserOut(**(await registry.get_users(db, [user_id]))[user_id])
+    await users.put_user(db, user_id, **body.model_dump(mode="json"), now=utcnow())
+    stored = await users.get_user(db, user_id)
+    assert stored is not None  # just written
+    return _user_out(stored)
 
 
 @router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND)
 async def get_user(request: Request, user_id: str) -> Any:
-    found = (await registry.get_users(_service(request).db, [user_id])).get(user_id)
+    found = await users.get_user(_service(request).db, user_id)
     if found is None:
         return error_response(404, "not_found", f"no user {user_id!r}", "userId")
-    return UserOut(**found)
+    return _user_out(found)
 
 
 @router.post("/devices", status_code=201, response_model=DeviceOut, responses=_INVALID)
 async def post_device(request: Request, body: DeviceIn) -> Any:
     """Register a push token for a user (registering it again reactivates it)."""
     db = _service(request).db
-    await registry.put_device(db, body.token, body.user_id, body.platform, utcnow())
-    return DeviceOut(**(await registry.get_device(db, body.token)) or {})
+    await users.put_device(db, body.token, body.user_id, body.platform, utcnow())
+    stored = await users.get_device(db, body.token)
+    assert stored is not None  # just written
+    return _device_out(stored)
 
 
 @router.get("/devices/{token}", response_model=DeviceOut, responses=_NOT_FOUND)
 async def get_device(request: Request, token: str) -> Any:
     """A push token: whether it is active, and if not, why (for example ``Unregistered``
     when APNs or FCM said the app was removed)."""
-    found = await registry.get_device(_service(request).db, token)
+    found = await users.get_device(_service(request).db, token)
     if found is None:
         return error_response(404, "not_found", "no such device token", "token")
-    return DeviceOut(**found)
+    return _device_out(found)
 
 
 @router.get("/users/{user_id}/devices", response_model=list[DeviceOut])
 async def list_devices(request: Request, user_id: str) -> Any:
     """A user's push tokens, active or not."""
-    return [DeviceOut(**row) for row in await registry.user_devices(_service(request).db, user_id)]
+    return [_device_out(found) for found in await users.user_devices(_service(request).db, user_id)]
 
 
 @router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
 async def delete_device(request: Request, token: str) -> Response:
-    if not await registry.delete_device(_service(request).db, token):
+    if not await users.delete_device(_service(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")
     return Response(status_code=204)
+
+
+def _device_out(found: Device) -> DeviceOut:
+    return DeviceOut.model_validate(found, from_attributes=True)

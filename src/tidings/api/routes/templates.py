@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from tidings.api.errors import error_response
+from tidings.api.preview import preview
 from tidings.api.schemas import (
     ErrorResponse,
     PreviewIn,
@@ -19,13 +20,12 @@ from tidings.api.schemas import (
     TemplateVersions,
 )
 from tidings.clock import utcnow
-from tidings.content.checks import TemplateProblem, check_template
 from tidings.content.locales import normalise
-from tidings.content.preview import preview
+from tidings.content.upload_checks import TemplateProblem, check_template
 from tidings.intake.requests import Locale, TypeName
 from tidings.priorities import Channel
 from tidings.service import Service
-from tidings.store import registry, templates
+from tidings.store import templates, types
 
 router = APIRouter(prefix="/v1/templates", tags=["templates"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -55,7 +55,7 @@ async def put_template(
     """Upload a new version (201). The same text as the newest version stores nothing
     and answers that version (200)."""
     service = _service(request)
-    kind = (await registry.get_types(service.db, [type_name])).get(type_name)
+    kind = await types.get_type(service.db, type_name)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {type_name!r}", "type")
     parts = body.model_dump(exclude_none=True)
@@ -101,7 +101,7 @@ async def post_preview(request: Request, body: PreviewIn) -> Any:
     """Render a type for a user (their locale) or for sample data, on each of its channels
     (or those asked for). A channel that cannot be rendered shows its error."""
     service = _service(request)
-    kind = (await registry.get_types(service.db, [body.type])).get(body.type)
+    kind = await types.get_type(service.db, body.type)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {body.type!r}", "type")
     return await preview(service, kind, body)

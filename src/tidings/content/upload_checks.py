@@ -6,6 +6,7 @@ from typing import Any
 
 from tidings.content.render import TemplateRejected, compile_part
 from tidings.priorities import Channel
+from tidings.store.types import NotificationType
 
 # Which parts each channel needs, and which it may have.
 REQUIRED = {
@@ -31,13 +32,13 @@ class TemplateProblem(ValueError):
         self.field = field
 
 
-def check_template(kind: dict[str, Any], channel: Channel, parts: dict[str, Any]) -> None:
+def check_template(kind: NotificationType, channel: Channel, parts: dict[str, Any]) -> None:
     """Raise ``TemplateProblem`` for an upload that could never be sent."""
-    if channel.value not in kind["channels"]:
+    if channel.value not in kind.channels:
         raise TemplateProblem(
             "channel_not_allowed",
-            f"type {kind['name']!r} does not send on {channel.value} (its channels: "
-            f"{', '.join(kind['channels'])})",
+            f"type {kind.name!r} does not send on {channel.value} (its channels: "
+            f"{', '.join(kind.channels)})",
             "channel",
         )
     given = {name for name, value in parts.items() if value is not None}

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tidings.api.schemas import PreviewChannel, PreviewIn, PreviewOut, SegmentsOut
-from tidings.content.compose import compose, variables
+from tidings.content.compose import compose
 from tidings.content.limits import push_payload_bytes
 from tidings.content.render import RenderError
+from tidings.content.variables import template_variables
 from tidings.priorities import Channel
 from tidings.service import Service
-from tidings.store import registry
+from tidings.store import users
+from tidings.store.types import NotificationType
 
 
-async def preview(service: Service, kind: dict[str, Any], body: PreviewIn) -> PreviewOut:
-    user = None
+async def preview(service: Service, kind: NotificationType, body: PreviewIn) -> PreviewOut:
+    profile = None
     if body.user_id is not None:
-        user = (await registry.get_users(service.db, [body.user_id])).get(body.user_id)
-    locale = body.locale or (user or {}).get("locale")
-    channels = [c.value for c in body.channels] if body.channels else list(kind["channels"])
-    context = variables(
-        body.data,
-        user=_user_variables(user),
-        locale=locale,
-        unsubscribe_url=f"{service.settings.public_url}/u/PREVIEW",
+        profile = await users.get_user(service.db, body.user_id)
+    locale = body.locale or (profile.locale if profile else None)
+    channels = [c.value for c in body.channels] if body.channels else list(kind.channels)
+    context = template_variables(
+        body.data, body.user_id, profile, locale, f"{service.settings.public_url}/u/PREVIEW"
     )
     # Versions stored through another process show within the catalog's max_age.
     await service.templates.refresh_if_stale()
@@ -32,10 +29,10 @@ async def preview(service: Service, kind: dict[str, Any], body: PreviewIn) -> Pr
         try:
             rendered = await compose(
                 service.templates,
-                kind["name"],
+                kind.name,
                 channel,
                 locale,
-                kind.get("default_locale"),
+                kind.default_locale,
                 context,
                 service.settings.sms_max_segments,
             )
@@ -55,14 +52,3 @@ async def preview(service: Service, kind: dict[str, Any], body: PreviewIn) -> Pr
             payload_bytes=push_payload_bytes(content) if channel == Channel.PUSH else None,
         )
     return PreviewOut(channels=out)
-
-
-def _user_variables(user: dict[str, Any] | None) -> dict[str, Any] | None:
-    if user is None:
-        return None
-    return {
-        "id": user["id"],
-        "locale": user.get("locale"),
-        "timezone": user.get("timezone"),
-        **(user.get("attributes") or {}),
-    }

@@ -1,0 +1,162 @@
+"""User profiles and their push devices: whom the intake addresses, what templates say of them."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from tidings.store.engine import Database
+from tidings.store.schema import device, user_profile
+from tidings.store.upsert import upsert
+
+
+@dataclass(frozen=True)
+class UserProfile:
+    id: str
+    email: str | None
+    phone: str | None
+    timezone: str | None
+    locale: str | None
+    quiet_hours: Mapping[str, str] | None  # {"from": "22:00", "to": "08:00"}
+    attributes: Mapping[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sa.Row[Any]) -> UserProfile:
+        values = row._mapping
+        return cls(**{name: values[name] for name in _PROFILE_COLUMNS})
+
+
+_PROFILE_COLUMNS = tuple(column.name for column in user_profile.columns)
+
+
+@dataclass(frozen=True)
+class Device:
+    token: str
+    user_id: str
+    platform: str
+    active: bool
+    deactivated_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sa.Row[Any]) -> Device:
+        values = row._mapping
+        return cls(**{name: values[name] for name in _DEVICE_COLUMNS})
+
+
+_DEVICE_COLUMNS = tuple(column.name for column in device.columns)
+
+
+async def put_user(
+    db: Database,
+    user_id: str,
+    *,
+    email: str | None,
+    phone: str | None,
+    timezone: str | None,
+    locale: str | None,
+    attributes: Mapping[str, Any] | None,
+    now: datetime,
+) -> None:
+    """Create or replace a profile. Its quiet hours (set with the preferences, by
+    ``put_user_settings``) and its ``created_at`` are kept on replace."""
+    row = {
+        "id": user_id,
+        "email": email,
+        "phone": phone,
+        "timezone": timezone,
+        "locale": locale,
+        "attributes": attributes,
+        "created_at": now,
+        "updated_at": now,
+    }
+    await upsert(db, user_profile, ["id"], row)
+
+
+async def put_user_settings(
+    db: Database, user_id: str, values: dict[str, Any], now: datetime
+) -> None:
+    """Set some fields of a profile (timezone, locale, quiet hours), creating it if need be."""
+    await upsert(
+        db, user_profile, ["id"], {"id": user_id, **values, "created_at": now, "updated_at": now}
+    )
+
+
+async def get_users(db: Database, ids: Collection[str]) -> dict[str, UserProfile]:
+    if not ids:
+        return {}
+    query = sa.select(user_profile).where(user_profile.c.id.in_(list(ids)))
+    async with db.engine.connect() as conn:
+        return {row.id: UserProfile.from_row(row) for row in await conn.execute(query)}
+
+
+async def get_user(db: Database, user_id: str) -> UserProfile | None:
+    return (await get_users(db, [user_id])).get(user_id)
+
+
+async def put_device(db: Database, token: str, user_id: str, platform: str, now: datetime) -> None:
+    """Register (or re-register, which reactivates) a push token."""
+    row = {
+        "token": token,
+        "user_id": user_id,
+        "platform": platform,
+        "active": True,
+        "deactivated_reason": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    await upsert(db, device, ["token"], row)
+
+
+async def delete_device(db: Database, token: str) -> bool:
+    async with db.engine.begin() as conn:
+        result = await conn.execute(sa.delete(device).where(device.c.token == token))
+    return result.rowcount > 0
+
+
+async def get_device(db: Database, token: str) -> Device | None:
+    query = sa.select(device).where(device.c.token == token)
+    async with db.engine.connect() as conn:
+        row = (await conn.execute(query)).first()
+    return None if row is None else Device.from_row(row)
+
+
+async def platforms(db: Database, tokens: Collection[str]) -> dict[str, str]:
+    """The platform of each registered token (tokens given directly are not registered)."""
+    if not tokens:
+        return {}
+    query = sa.select(device.c.token, device.c.platform).where(device.c.token.in_(list(tokens)))
+    async with db.engine.connect() as conn:
+        return {row.token: row.platform for row in await conn.execute(query)}
+
+
+async def user_devices(db: Database, user_id: str) -> list[Device]:
+    query = sa.select(device).where(device.c.user_id == user_id).order_by(device.c.created_at)
+    async with db.engine.connect() as conn:
+        return [Device.from_row(row) for row in await conn.execute(query)]
+
+
+async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:
+    if not user_ids:
+        return {}
+    query = (
+        sa.select(device.c.user_id, device.c.token, device.c.active)
+        .where(device.c.user_id.in_(list(user_ids)))
+        .order_by(device.c.created_at)
+    )
+    # Every user with a device gets an entry, an empty list when none is active: such a
+    # user is known (it registered devices), only without a working one.
+    tokens: dict[str, list[str]] = {}
+    async with db.engine.connect() as conn:
+        for row in await conn.execute(query):
+            active = tokens.setdefault(row.user_id, [])
+            if row.active:
+                active.append(row.token)
+    return tokens
