@@ -34,6 +34,19 @@ async def test_put_type_answers_201_on_create_and_200_on_update(
     assert {"200", "201"} <= responses.keys()
 
 
+async def test_put_user_answers_201_on_create_and_200_on_update(
+    client: httpx.AsyncClient,
+) -> None:
+    created = await client.put("/v1/users/ana", json={"email": "ana@example.com"})
+    assert created.status_code == 201, created.text
+    replaced = await client.put("/v1/users/ana", json={"locale": "pt-BR"})
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.json()["locale"] == "pt-BR"
+    declared = (await client.get("/openapi.json")).json()
+    responses = declared["paths"]["/v1/users/{user_id}"]["put"]["responses"]
+    assert {"200", "201"} <= responses.keys()
+
+
 async def test_docs_page_loads_swagger_ui_from_the_service_itself(
     client: httpx.AsyncClient,
 ) -> None:

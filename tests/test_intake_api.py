@@ -82,7 +82,7 @@ async def test_user_profile_and_devices_address_the_deliveries(
 ) -> None:
     await put_type(client)
     user = {"email": "ana@example.com", "phone": "+5511912345678", "timezone": "America/Sao_Paulo"}
-    assert (await client.put("/v1/users/u1", json=user)).status_code == 200
+    assert (await client.put("/v1/users/u1", json=user)).status_code == 201
     for token in ("tok-aaaaaaaaaaaaaaaa", "tok-bbbbbbbbbbbbbbbb"):
         device = {"userId": "u1", "platform": "ios", "token": token}
         assert (await client.post("/v1/devices", json=device)).status_code == 201

@@ -270,7 +270,7 @@ async def test_the_users_locale_chooses_the_template(
     await put_template(client, "email", "en", {"subject": "Hi {{ user.name }}", "text": "."})
     await put_template(client, "email", "pt", {"subject": "Olá {{ user.name }}", "text": "."})
     user = {"email": "ana@example.com", "locale": "pt-BR", "attributes": {"name": "Ana"}}
-    assert (await client.put("/v1/users/ana", json=user)).status_code == 200
+    assert (await client.put("/v1/users/ana", json=user)).status_code == 201
     message, _ = await sent_message(service, client, {"type": TYPE, "userId": "ana", "data": {}})
     assert message["content"]["subject"] == "Olá Ana"
     preview = await client.post("/v1/templates/preview", json={"type": TYPE, "userId": "ana"})
@@ -382,7 +382,7 @@ async def test_preview_shows_the_words_a_send_would(
         "timezone": "Europe/Lisbon",
         "attributes": {"name": "Ana", "tier": "gold"},
     }
-    assert (await client.put("/v1/users/ana", json=profile)).status_code == 200
+    assert (await client.put("/v1/users/ana", json=profile)).status_code == 201
     user = {"profile": {"userId": "ana"}, "user id without a profile": {"userId": "ghost"}}
     recipient = user.get(who, {})
     body = {"type": TYPE, "to": {"email": "x@example.com"}, "data": {"order": 7}, **recipient}

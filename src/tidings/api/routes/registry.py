@@ -105,10 +105,19 @@ def _user_out(profile: UserProfile) -> UserOut:
     )
 
 
-@router.put("/users/{user_id}", response_model=UserOut, responses=_INVALID)
-async def put_user(request: Request, user_id: Annotated[UserId, Path()], body: UserIn) -> Any:
-    """Create or replace a user profile."""
+@router.put(
+    "/users/{user_id}",
+    status_code=201,
+    response_model=UserOut,
+    responses={200: {"model": UserOut, "description": "Replaced"}, **_INVALID},
+)
+async def put_user(
+    request: Request, response: Response, user_id: Annotated[UserId, Path()], body: UserIn
+) -> Any:
+    """Create (201) or replace (200) a user profile."""
     db = _service(request).db
+    if await users.get_user(db, user_id) is not None:
+        response.status_code = 200
     await users.put_user(db, user_id, **body.model_dump(mode="json"), now=utcnow())
     stored = await users.get_user(db, user_id)
     assert stored is not None  # just written
