@@ -38,7 +38,14 @@ def error_response(
 
 
 def _problem(error: dict[str, Any]) -> dict[str, str | None]:
-    return {"field": field_name(error.get("loc", ())), "message": validation_message(error)}
+    return {"field": _error_field(error), "message": validation_message(error)}
+
+
+def _error_field(error: dict[str, Any]) -> str | None:
+    # A JSON syntax error's location is a character offset ("body", 1), not a field.
+    if error.get("type") == "json_invalid":
+        return None
+    return field_name(error.get("loc", ()))
 
 
 def field_name(location: tuple[Any, ...] | list[Any]) -> str | None:
@@ -90,7 +97,7 @@ def install(app: FastAPI) -> None:
             status_code,
             "invalid_request",
             validation_message(first),
-            field_name(first.get("loc", ())),
+            _error_field(first),
             problems=[_problem(error) for error in found] if len(found) > 1 else None,
         )
         return response
