@@ -64,12 +64,19 @@ def validation_message(error: dict[str, Any]) -> str:
     field = field_name(error.get("loc", ()))
     message = str(error.get("msg", "invalid value"))
     if error.get("type") == "missing":
-        return f"{field} is required" if field else "a required value is missing"
+        if field:
+            return f"{field} is required"
+        # ("body",): nothing was sent where a JSON object is expected.
+        return "the request body is required" if _is_body(error) else "a required value is missing"
     if error.get("type") == "extra_forbidden":
         return f"unknown field {field}"
     if error.get("type") == "json_invalid":
         return "the request body is not valid JSON"
     return f"{field}: {message}" if field else message
+
+
+def _is_body(error: dict[str, Any]) -> bool:
+    return tuple(error.get("loc", ())) == ("body",)
 
 
 def database_unavailable(exc: BaseException) -> bool:
