@@ -38,7 +38,14 @@ def error_response(
 
 
 def _problem(error: dict[str, Any]) -> dict[str, str | None]:
-    return {"field": field_name(error.get("loc", ())), "message": validation_message(error)}
+    return {"field": _error_field(error), "message": validation_message(error)}
+
+
+def _error_field(error: dict[str, Any]) -> str | None:
+    # A JSON syntax error's location is a character offset ("body", 1), not a field.
+    if error.get("type") == "json_invalid":
+        return None
+    return field_name(error.get("loc", ()))
 
 
 def field_name(location: tuple[Any, ...] | list[Any]) -> str | None:
@@ -57,12 +64,19 @@ def validation_message(error: dict[str, Any]) -> str:
     field = field_name(error.get("loc", ()))
     message = str(error.get("msg", "invalid value"))
     if error.get("type") == "missing":
-        return f"{field} is required" if field else "a required value is missing"
+        if field:
+            return f"{field} is required"
+        # ("body",): nothing was sent where a JSON object is expected.
+        return "the request body is required" if _is_body(error) else "a required value is missing"
     if error.get("type") == "extra_forbidden":
         return f"unknown field {field}"
     if error.get("type") == "json_invalid":
         return "the request body is not valid JSON"
     return f"{field}: {message}" if field else message
+
+
+def _is_body(error: dict[str, Any]) -> bool:
+    return tuple(error.get("loc", ())) == ("body",)
 
 
 def database_unavailable(exc: BaseException) -> bool:
@@ -90,7 +104,7 @@ def install(app: FastAPI) -> None:
             status_code,
             "invalid_request",
             validation_message(first),
-            field_name(first.get("loc", ())),
+            _error_field(first),
             problems=[_problem(error) for error in found] if len(found) > 1 else None,
         )
         return response
