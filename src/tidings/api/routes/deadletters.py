@@ -7,21 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.masking import mask_address
 from tidings.api.schemas import DeadLetter, ErrorResponse, Replayed
 from tidings.clock import utcnow
 from tidings.priorities import Priority
-from tidings.service import Service
 from tidings.states import FailureKind
 from tidings.store import deadletters
 
 router = APIRouter(prefix="/v1", tags=["dead letters"])
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 @router.get("/dead-letters", response_model=list[DeadLetter])
@@ -32,7 +27,7 @@ async def list_dead_letters(
 ) -> Any:
     """Failed deliveries (exhausted and poison by default), newest first."""
     kinds = [k.value for k in kind] if kind else deadletters.DEAD_KINDS
-    rows = await deadletters.list_dead(_service(request).db, kinds, limit)
+    rows = await deadletters.list_dead(service_of(request).db, kinds, limit)
     return [
         DeadLetter(
             id=row["id"],
@@ -55,7 +50,7 @@ async def list_dead_letters(
 )
 async def replay_delivery(request: Request, delivery_id: uuid.UUID) -> Any:
     """Send a FAILED delivery again, with a fresh set of attempts."""
-    service = _service(request)
+    service = service_of(request)
     try:
         priority = await deadletters.replay(service.db, delivery_id, utcnow())
     except LookupError:

@@ -10,6 +10,7 @@ import pydantic_core
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response, field_name, validation_message
 from tidings.api.masking import mask_address
 from tidings.api.schemas import (
@@ -27,7 +28,6 @@ from tidings.intake.accept import ItemResult, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
-from tidings.service import Service
 from tidings.store import reads
 from tidings.store.intake import Accepted, KeyConflict
 
@@ -36,11 +36,6 @@ router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 409, 413, 422)
 }
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 def _conflict_error(result: KeyConflict) -> ItemError:
@@ -103,7 +98,7 @@ async def create_batch(request: Request) -> Any:
     """Accept up to 1,000 notifications in one transaction; a result per item, in order."""
     parsed = _parse_batch(await request.body())
     valid = [(i.idempotency_key, i) for i in parsed if isinstance(i, BatchItemIn)]
-    accepted = iter(await accept(_service(request), valid) if valid else [])
+    accepted = iter(await accept(service_of(request), valid) if valid else [])
     results = [
         _batch_result(index, next(accepted) if isinstance(item, BatchItemIn) else item)
         for index, item in enumerate(parsed)
@@ -167,7 +162,7 @@ def _batch_result(index: int, result: ItemResult) -> dict[str, Any]:
 )
 async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
     """A notification with each delivery's status, attempts, errors and history."""
-    found = await reads.get_notification(_service(request).db, notification_id)
+    found = await reads.get_notification(service_of(request).db, notification_id)
     if found is None:
         return error_response(404, "not_found", f"no notification {notification_id}", "id")
     return NotificationOut(

@@ -6,20 +6,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut
 from tidings.clock import utcnow
 from tidings.intake.requests import UserId
 from tidings.policy.preferences import effective
-from tidings.service import Service
 from tidings.store import preferences, users
 
 router = APIRouter(prefix="/v1/users", tags=["preferences"])
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 @router.put("/{user_id}/preferences", response_model=PreferencesOut)
@@ -28,7 +23,7 @@ async def put_preferences(
 ) -> Any:
     """Replace the user's preferences; categories and channels left out take the defaults.
     Applies within seconds to what is already queued."""
-    db = _service(request).db
+    db = service_of(request).db
     now = utcnow()
     categories = {
         category.value: {channel.value: on for channel, on in channels.items()}
@@ -61,7 +56,7 @@ def _column(name: str) -> str:
 
 
 async def _shown(request: Request, user_id: str) -> PreferencesOut | None:
-    db = _service(request).db
+    db = service_of(request).db
     profile = await users.get_user(db, user_id)
     if profile is None:
         return None

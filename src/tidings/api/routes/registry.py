@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import DeviceIn, DeviceOut, ErrorResponse, TypeIn, TypeOut, UserIn, UserOut
 from tidings.clock import utcnow
 from tidings.content.locales import normalise
 from tidings.intake.requests import TypeName, UserId
-from tidings.service import Service
 from tidings.store import types, users
 from tidings.store.types import NotificationType
 from tidings.store.users import Device, UserProfile
@@ -21,22 +21,18 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 _INVALID: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}}
 
 
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
+def _create_or_replace(model: type[Any]) -> dict[str, Any]:
+    """A PUT answers 201 when it creates and 200 when it replaces; both are declared."""
+    replaced = {"model": model, "description": "Replaced"}
+    return {"status_code": 201, "response_model": model, "responses": {200: replaced, **_INVALID}}
 
 
-@router.put(
-    "/types/{name}",
-    status_code=201,
-    response_model=TypeOut,
-    responses={200: {"model": TypeOut, "description": "Replaced"}, **_INVALID},
-)
+@router.put("/types/{name}", **_create_or_replace(TypeOut))
 async def put_type(
     request: Request, response: Response, name: Annotated[TypeName, Path()], body: TypeIn
 ) -> Any:
     """Create (201) or replace (200) a notification type."""
-    service = _service(request)
+    service = service_of(request)
     existed = await types.get_type(service.db, name) is not None
     await types.put_type(service.db, _type_row(name, body))
     service.types.invalidate()
@@ -49,7 +45,7 @@ async def put_type(
 
 @router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND)
 async def get_type(request: Request, name: str) -> Any:
-    found = await types.get_type(_service(request).db, name)
+    found = await types.get_type(service_of(request).db, name)
     if found is None:
         return error_response(404, "not_found", f"no notification type {name!r}", "name")
     return _type_out(found)
@@ -105,17 +101,12 @@ def _user_out(profile: UserProfile) -> UserOut:
     )
 
 
-@router.put(
-    "/users/{user_id}",
-    status_code=201,
-    response_model=UserOut,
-    responses={200: {"model": UserOut, "description": "Replaced"}, **_INVALID},
-)
+@router.put("/users/{user_id}", **_create_or_replace(UserOut))
 async def put_user(
     request: Request, response: Response, user_id: Annotated[UserId, Path()], body: UserIn
 ) -> Any:
     """Create (201) or replace (200) a user profile."""
-    db = _service(request).db
+    db = service_of(request).db
     if await users.get_user(db, user_id) is not None:
         response.status_code = 200
     await users.put_user(db, user_id, **body.model_dump(mode="json"), now=utcnow())
@@ -126,7 +117,7 @@ async def put_user(
 
 @router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND)
 async def get_user(request: Request, user_id: str) -> Any:
-    found = await users.get_user(_service(request).db, user_id)
+    found = await users.get_user(service_of(request).db, user_id)
     if found is None:
         return error_response(404, "not_found", f"no user {user_id!r}", "userId")
     return _user_out(found)
@@ -135,7 +126,7 @@ async def get_user(request: Request, user_id: str) -> Any:
 @router.post("/devices", status_code=201, response_model=DeviceOut, responses=_INVALID)
 async def post_device(request: Request, body: DeviceIn) -> Any:
     """Register a push token for a user (registering it again reactivates it)."""
-    db = _service(request).db
+    db = service_of(request).db
     await users.put_device(db, body.token, body.user_id, body.platform, utcnow())
     stored = await users.get_device(db, body.token)
     assert stored is not None  # just written
@@ -146,7 +137,7 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
 async def get_device(request: Request, token: str) -> Any:
     """A push token: whether it is active, and if not, why (for example ``Unregistered``
     when APNs or FCM said the app was removed)."""
-    found = await users.get_device(_service(request).db, token)
+    found = await users.get_device(service_of(request).db, token)
     if found is None:
         return error_response(404, "not_found", "no such device token", "token")
     return _device_out(found)
@@ -155,12 +146,14 @@ async def get_device(request: Request, token: str) -> Any:
 @router.get("/users/{user_id}/devices", response_model=list[DeviceOut])
 async def list_devices(request: Request, user_id: str) -> Any:
     """A user's push tokens, active or not."""
-    return [_device_out(found) for found in await users.user_devices(_service(request).db, user_id)]
+    return [
+        _device_out(found) for found in await users.user_devices(service_of(request).db, user_id)
+    ]
 
 
 @router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
 async def delete_device(request: Request, token: str) -> Response:
-    if not await users.delete_device(_service(request).db, token):
+    if not await users.delete_device(service_of(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")
     return Response(status_code=204)
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.preview import preview
 from tidings.api.schemas import (
@@ -24,7 +25,6 @@ from tidings.content.locales import normalise
 from tidings.content.upload_checks import TemplateProblem, check_template
 from tidings.intake.requests import Locale, TypeName
 from tidings.priorities import Channel
-from tidings.service import Service
 from tidings.store import templates, types
 
 router = APIRouter(prefix="/v1/templates", tags=["templates"])
@@ -32,11 +32,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse},
     422: {"model": ErrorResponse},
 }
-
-
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 @router.put(
@@ -54,7 +49,7 @@ async def put_template(
 ) -> Any:
     """Upload a new version (201). The same text as the newest version stores nothing
     and answers that version (200)."""
-    service = _service(request)
+    service = service_of(request)
     kind = await types.get_type(service.db, type_name)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {type_name!r}", "type")
@@ -76,7 +71,7 @@ async def put_template(
 async def get_versions(request: Request, type_name: str, channel: Channel, locale: str) -> Any:
     """Every version, newest first."""
     rows = await templates.versions(
-        _service(request).db, type_name, channel.value, normalise(locale)
+        service_of(request).db, type_name, channel.value, normalise(locale)
     )
     if not rows:
         return error_response(
@@ -88,7 +83,7 @@ async def get_versions(request: Request, type_name: str, channel: Channel, local
 @router.get("/{type_name}", response_model=TemplateList)
 async def list_templates(request: Request, type_name: str) -> Any:
     """The newest version of each (channel, locale) of a type."""
-    rows = await templates.latest_all(_service(request).db, type_name)
+    rows = await templates.latest_all(service_of(request).db, type_name)
     return TemplateList(templates=[_template_out(row) for row in rows])
 
 
@@ -100,7 +95,7 @@ def _template_out(row: dict[str, Any]) -> TemplateOut:
 async def post_preview(request: Request, body: PreviewIn) -> Any:
     """Render a type for a user (their locale) or for sample data, on each of its channels
     (or those asked for). A channel that cannot be rendered shows its error."""
-    service = _service(request)
+    service = service_of(request)
     kind = await types.get_type(service.db, body.type)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {body.type!r}", "type")

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
@@ -42,11 +43,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
 @functools.lru_cache(maxsize=32)
 def _verifier(public_key: str) -> EventWebhookVerifier:
     """Parsing the key costs more than verifying; settings may change, so cache by key."""
@@ -56,7 +52,7 @@ def _verifier(public_key: str) -> EventWebhookVerifier:
 @router.post("/sendgrid/{account}", responses=_ERRORS)
 async def sendgrid_events(request: Request, account: str) -> Response:
     """SendGrid's Event Webhook (a JSON array of events), signed with the account's key."""
-    service = _service(request)
+    service = service_of(request)
     settings = service.settings.accounts.get(account)
     if not isinstance(settings, SendGridAccount):
         return error_response(404, "not_found", f"no SendGrid account {account!r}")
@@ -81,7 +77,7 @@ async def sendgrid_events(request: Request, account: str) -> Response:
 @router.post("/twilio/{account}", responses=_ERRORS)
 async def twilio_status(request: Request, account: str) -> Response:
     """A Twilio status callback (form-encoded), signed with the account's auth token."""
-    service = _service(request)
+    service = service_of(request)
     settings = service.settings.accounts.get(account)
     if not isinstance(settings, TwilioAccount):
         return error_response(404, "not_found", f"no Twilio account {account!r}")
