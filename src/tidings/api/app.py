@@ -22,6 +22,7 @@ from tidings.api.routes import (
     registry,
     suppressions,
     templates,
+    topics,
     unsubscribe,
     webhooks,
 )
@@ -31,11 +32,14 @@ from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
+# 10,000 user ids of up to 255 characters, JSON-quoted: about 2.6 MB.
+TOPIC_BODY_BYTES = 3 * 1024 * 1024
 ROUTERS = (
     notifications.router,
     registry.router,
     preferences.router,
     suppressions.router,
+    topics.router,
     templates.router,
     providers.router,
     deadletters.router,
@@ -69,7 +73,7 @@ def create_app(service: Service) -> FastAPI:
         limit=settings.max_body_bytes,
         limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
         # SendGrid posts events in batches of up to about 768 KB.
-        limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES},
+        limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES, "/v1/topics/": TOPIC_BODY_BYTES},
     )
     openapi.document(app, ROUTERS)
     return app

@@ -364,3 +364,30 @@ class PreviewChannel(ApiModel):
 
 class PreviewOut(ApiModel):
     channels: dict[str, PreviewChannel]
+
+
+MAX_TOPIC_SUBSCRIBERS = 10_000
+# One path segment: no "/" (an encoded %2F would not route), no control characters.
+TOPIC_PATTERN = r"^[^/\x00-\x1f\x7f-\x9f]+$"
+Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=TOPIC_PATTERN)]
+
+
+class SubscribersIn(ApiModel):
+    # Duplicates are fine: each id counts once.
+    user_ids: list[UserId] = Field(min_length=1, max_length=MAX_TOPIC_SUBSCRIBERS)
+
+
+class SubscribersAdded(ApiModel):
+    topic: str
+    added: int
+    subscribers: int
+
+
+class TopicOut(ApiModel):
+    topic: str
+    subscribers: int
+
+
+class UserTopicsOut(ApiModel):
+    user_id: str
+    topics: list[str]

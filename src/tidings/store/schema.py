@@ -255,3 +255,14 @@ webhook_seen = sa.Table(
     _ts("at", nullable=False),
     sa.Index("ix_webhook_seen_at", "at"),
 )
+
+topic_subscription = sa.Table(
+    "topic_subscription",
+    metadata,
+    # Who follows what (a topic such as "artist:77"); a user needs no profile to follow one.
+    sa.Column("topic", sa.String(200), primary_key=True),
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    _ts("created_at", nullable=False),
+    # A user's topics; the key serves a topic's subscribers.
+    sa.Index("ix_topic_subscription_user_id", "user_id"),
+)
