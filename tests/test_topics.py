@@ -50,7 +50,9 @@ async def test_a_bad_topic_name_is_a_422(client: httpx.AsyncClient, path: str, f
     answer = await client.put(path, json={"userIds": ["ana"]})
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == field
-    assert (await client.get(path.removesuffix("/subscribers"))).status_code in (404, 422)
+    # A GET takes the topic as one path segment: "a/b" is no route there (404).
+    shown = await client.get(path.removesuffix("/subscribers"))
+    assert shown.status_code == (404 if "%2F" in path else 422)
 
 
 async def test_the_longest_topic_and_odd_characters_are_fine(client: httpx.AsyncClient) -> None:

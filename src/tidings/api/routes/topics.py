@@ -26,8 +26,9 @@ from tidings.store import topics
 router = APIRouter(prefix="/v1", tags=["topics"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 _INVALID: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}}
-# ":path" so that a topic holding "/" reaches the route and is refused by name (422), where
-# a plain segment would leave it to the router's bare 404.
+# Writes take the topic as ":path", so that one holding "/" (%2F) reaches the route and is
+# refused by name (422), where a plain segment would leave it to the router's bare 404. The
+# GET does not: it would also match GET .../subscribers, which must stay a 405.
 TopicPath = Annotated[Topic, Path()]
 UserPath = Annotated[UserId, Path()]
 
@@ -50,7 +51,7 @@ async def remove_subscriber(request: Request, topic: TopicPath, user_id: UserPat
     return Response(status_code=204)
 
 
-@router.get("/topics/{topic:path}", response_model=TopicOut, responses={**_NOT_FOUND, **_INVALID})
+@router.get("/topics/{topic}", response_model=TopicOut, responses={**_NOT_FOUND, **_INVALID})
 async def get_topic(request: Request, topic: TopicPath) -> Any:
     subscribers = await topics.count(service_of(request).db, topic)
     if subscribers == 0:
