@@ -50,6 +50,8 @@ async def test_a_bad_topic_name_is_a_422(client: httpx.AsyncClient, path: str, f
     answer = await client.put(path, json={"userIds": ["ana"]})
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == field
+    if "%2F" in path:
+        assert "no '/'" in answer.json()["error"]["message"]
     # A GET takes the topic as one path segment: "a/b" is no route there (404).
     shown = await client.get(path.removesuffix("/subscribers"))
     assert shown.status_code == (404 if "%2F" in path else 422)

@@ -7,6 +7,7 @@ their field types live in ``intake/requests.py``, beside the code that consumes 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import zoneinfo
 from datetime import datetime
@@ -18,6 +19,7 @@ from pydantic import (
     StrictBool,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -369,7 +371,23 @@ class PreviewOut(ApiModel):
 MAX_TOPIC_SUBSCRIBERS = 10_000
 # One path segment: no "/" (an encoded %2F would not route), no control characters.
 TOPIC_PATTERN = r"^[^/\x00-\x1f\x7f-\x9f]+$"
-Topic = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=TOPIC_PATTERN)]
+
+
+def _topic(value: str) -> str:
+    # The same rule as TOPIC_PATTERN (which the schema shows), with a message that says why.
+    if "/" in value:
+        raise ValueError("a topic holds no '/': it is one path segment")
+    if not re.fullmatch(TOPIC_PATTERN, value):
+        raise ValueError("a topic holds no control characters (U+0000-U+001F, U+007F-U+009F)")
+    return value
+
+
+Topic = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_topic),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200, "pattern": TOPIC_PATTERN}),
+]
 
 
 class SubscribersIn(ApiModel):
