@@ -273,3 +273,9 @@ async def test_a_single_problem_has_no_list(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/notifications", json={"type": "x"})
     error = response.json()["error"]
     assert error["field"] == "Idempotency-Key" and "problems" not in error
+
+
+async def test_a_validator_message_reads_as_written(client: httpx.AsyncClient) -> None:
+    response = await client.put("/v1/users/u1", json={"phone": "+1555\n"})
+    message = response.json()["error"]["message"]
+    assert message.startswith("phone: phone must be in E.164") and "Value error" not in message

@@ -72,6 +72,9 @@ def validation_message(error: dict[str, Any]) -> str:
         return f"unknown field {field}"
     if error.get("type") == "json_invalid":
         return "the request body is not valid JSON"
+    if error.get("type") == "value_error":
+        # Our validators' own words; pydantic's "Value error, " prefix says nothing more.
+        message = message.removeprefix("Value error, ")
     return f"{field}: {message}" if field else message
 
 
