@@ -318,3 +318,22 @@ async def _all_settled(client: httpx.AsyncClient, ids: list[str]) -> dict[str, A
             return None
         settled[notification_id] = delivery
     return settled
+
+
+def test_the_render_deadline_raises_only_in_render_code() -> None:
+    """A garbage collector's weakref callback can run inside a render: the deadline must not
+    raise there (the exception would be lost as "ignored" and the render go on)."""
+    import time
+
+    from tidings.content.render import _deadline
+    from tidings.content.sandbox import Expired
+    from tidings.content.sms import segments
+
+    def callback() -> int:  # code outside the renderer, as a weakref callback is
+        return 1
+
+    with _deadline(0.0):
+        time.sleep(0.002)
+        assert callback() == 1
+        with pytest.raises(Expired):
+            segments("render code: the deadline raises here")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -38,6 +39,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+import jinja2
+import markupsafe
 from jinja2 import Template as JinjaTemplate
 from jinja2 import TemplateError, UndefinedError, nodes
 from markupsafe import escape
@@ -61,6 +64,17 @@ RENDER_THREADS = 1
 YIELD_EVERY = 0.001  # a long render hands the GIL to the event loop this often...
 YIELD_FOR = 0.002  # ...for this long
 _TEMPLATE_FILE = "<template>"  # the file name Jinja2 gives code compiled from a string
+# Where the deadline may raise: code a render runs. Not in code the interpreter runs in the
+# middle of it (a garbage collector's weakref callback, a finalizer), where an exception is
+# lost as "ignored" and the render goes on.
+_RENDER_CODE = tuple(
+    os.path.dirname(path) + os.sep for path in (jinja2.__file__, markupsafe.__file__, __file__)
+)
+
+
+def _in_render_code(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return name == _TEMPLATE_FILE or name.startswith(_RENDER_CODE)
 
 
 class TemplateRejected(ValueError):
@@ -314,7 +328,8 @@ def _deadline(seconds: float) -> Iterator[None]:
             next_yield = time.monotonic() + YIELD_EVERY
         if now > at:
             set_expired(True)  # the bounded operations raise it too from now on
-            raise Expired
+            if _in_render_code(frame):
+                raise Expired
         return on_line
 
     def on_call(frame: FrameType, event: str, arg: Any) -> Any:
