@@ -109,6 +109,8 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         secret_key="test-secret",
         reaper_interval=0.2,
         outcome_flush_interval=0.005,
+        # Due at once means due at once here; tests of the spread set it themselves.
+        campaigns={"due_spread_seconds": 0, "poll_interval": 0.1, "lease_seconds": 5},
         lanes={
             "high": {"concurrency": 8, "poll_interval": 0.1},
             "normal": {"concurrency": 8, "poll_interval": 0.1},

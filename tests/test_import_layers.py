@@ -37,7 +37,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("flow roots", ("tidings.intake", "tidings.dispatch.dispatcher")),
     Layer("service", ("tidings.service",)),
     Layer("settings", ("tidings.settings",)),
-    Layer("dispatch", ("tidings.dispatch",)),
+    Layer("dispatch and campaigns", ("tidings.dispatch", "tidings.campaigns")),
     Layer("content and policy", ("tidings.content", "tidings.policy")),
     Layer("providers", ("tidings.providers",)),
     Layer("tracking", ("tidings.tracking",)),
@@ -215,7 +215,7 @@ def test_the_checker_names_both_modules_and_layers_of_an_import_pointing_up() ->
     )
     assert problems == [
         "tidings.store.claims (layer 11, store):2 imports tidings.dispatch.lane "
-        "(layer 7, dispatch), a higher layer: imports must point down the flow "
+        "(layer 7, dispatch and campaigns), a higher layer: imports must point down the flow "
         "(docs/architecture.md, Import layers)"
     ]
 

@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from tidings.campaigns.settings import CampaignSettings
 from tidings.dispatch.breaker import BreakerSettings
 from tidings.dispatch.lane_settings import Lanes
 from tidings.dispatch.ratelimit import RateLimitSettings
@@ -73,6 +74,8 @@ class Settings(BaseSettings):
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
 
     lanes: Lanes = Field(default_factory=Lanes)
+    # Campaign expansion: page size, the expander's lease, due spikes, cancel's wait.
+    campaigns: CampaignSettings = Field(default_factory=CampaignSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     lease_seconds: float = Field(default=60.0, gt=0)
     reaper_interval: float = Field(default=5.0, gt=0)

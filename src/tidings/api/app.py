@@ -14,6 +14,7 @@ from tidings import __version__
 from tidings.api import errors, openapi
 from tidings.api.body_limit import BodySizeLimit
 from tidings.api.routes import (
+    campaigns,
     deadletters,
     health,
     notifications,
@@ -32,7 +33,7 @@ from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
-# 10,000 user ids of up to 255 characters, JSON-quoted: about 2.6 MB.
+# 10,000 user ids of up to 255 characters, JSON-quoted: about 2.6 MB (topics, campaigns).
 TOPIC_BODY_BYTES = 3 * 1024 * 1024
 ROUTERS = (
     notifications.router,
@@ -40,6 +41,7 @@ ROUTERS = (
     preferences.router,
     suppressions.router,
     topics.router,
+    campaigns.router,
     templates.router,
     providers.router,
     deadletters.router,
@@ -73,7 +75,11 @@ def create_app(service: Service) -> FastAPI:
         limit=settings.max_body_bytes,
         limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
         # SendGrid posts events in batches of up to about 768 KB.
-        limits_by_prefix={"/v1/webhooks/": WEBHOOK_BODY_BYTES, "/v1/topics/": TOPIC_BODY_BYTES},
+        limits_by_prefix={
+            "/v1/webhooks/": WEBHOOK_BODY_BYTES,
+            "/v1/topics/": TOPIC_BODY_BYTES,
+            "/v1/campaigns": TOPIC_BODY_BYTES,  # 10,000 inline user ids, as a topic takes
+        },
     )
     openapi.document(app, ROUTERS)
     return app

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tidings.campaigns.errors import CampaignError
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import CommitAborted
 from tidings.store.db_errors import unavailable
@@ -114,6 +115,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ItemError)
     async def _item(_request: Request, exc: ItemError) -> JSONResponse:
+        return error_response(exc.status_code, exc.code, exc.message, exc.field)
+
+    @app.exception_handler(CampaignError)
+    async def _campaign(_request: Request, exc: CampaignError) -> JSONResponse:
         return error_response(exc.status_code, exc.code, exc.message, exc.field)
 
     @app.exception_handler(HTTPException)

@@ -286,6 +286,11 @@ def deferred(claimed: ClaimedDelivery, until: datetime, reason: str) -> Outcome:
     return _uncounted(claimed, Status.PENDING, "deferred", reason, next_attempt_at=until)
 
 
+def cancelled(claimed: ClaimedDelivery) -> Outcome:
+    """Its campaign was cancelled after the claim: dropped before the provider call."""
+    return _uncounted(claimed, Status.CANCELLED, "cancelled", "campaign cancelled")
+
+
 def skipped(claimed: ClaimedDelivery, reason: str) -> Outcome:
     """Not to be sent after all (a send-time policy check); no provider was called."""
     return _uncounted(claimed, Status.SKIPPED, "skipped", reason, skip_reason=reason)

@@ -10,6 +10,7 @@ import random
 import socket
 from collections.abc import Mapping
 
+from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.lane import Lane, LaneContext
@@ -25,6 +26,7 @@ from tidings.providers.base import Provider
 from tidings.providers.chains import ProviderSet
 from tidings.service import Service
 from tidings.store import provider_state
+from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import reap_expired_leases
 from tidings.store.wakeup import listen_postgres
 
@@ -53,6 +55,10 @@ class Dispatcher:
         retry = RetryPolicy(**settings.retry.model_dump())
         rng = rng or random.Random()
         types = TypeRulebook(service.types, retry)
+        self.cancelled = CancelledCampaigns(service.db)
+        self.expander = Expander(
+            service.db, service.types, service.wakeup, settings.campaigns, self.id, rng
+        )
         context = LaneContext(
             db=service.db,
             providers=providers,
@@ -70,6 +76,7 @@ class Dispatcher:
             checks=SendTimeChecks(
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
             ),
+            cancelled=self.cancelled,
         )
         self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
 
@@ -78,9 +85,13 @@ class Dispatcher:
         settings = self.service.settings
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.writer.run(writer_stop))
+        with contextlib.suppress(Exception):
+            await self.cancelled.refresh(utcnow())  # before the first claim, if it can
         helpers = [
             asyncio.create_task(self._reap(stop)),
             asyncio.create_task(self._report_providers(stop)),
+            asyncio.create_task(self._refresh_cancelled(stop)),
+            asyncio.create_task(self.expander.run(stop)),
         ]
         if self.service.db.is_postgres:
             helpers.append(
@@ -109,6 +120,16 @@ class Dispatcher:
             except Exception:
                 log.exception("reporting provider states failed; trying again")
             await sleep_unless(stop, PROVIDER_REPORT_INTERVAL)
+
+    async def _refresh_cancelled(self, stop: asyncio.Event) -> None:
+        """Keep the cancelled campaigns known at most ``interval`` stale (their claimed
+        deliveries are dropped before the provider call)."""
+        while not stop.is_set():
+            try:
+                await self.cancelled.refresh(utcnow())
+            except Exception:
+                log.exception("reading cancelled campaigns failed; trying again")
+            await sleep_unless(stop, self.cancelled.interval)
 
     async def _reap(self, stop: asyncio.Event) -> None:
         interval = self.service.settings.reaper_interval

@@ -13,6 +13,7 @@ from tidings.clock import utcnow
 from tidings.dispatch.attempt import (
     Sender,
     Target,
+    cancelled,
     deferred,
     poisoned,
     precheck,
@@ -27,6 +28,7 @@ from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
 from tidings.store import users
+from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable
@@ -53,6 +55,7 @@ class LaneContext:
     checks: SendTimeChecks
     sender: Sender
     protection: Protection
+    cancelled: CancelledCampaigns
 
 
 class Lane:
@@ -131,7 +134,7 @@ class Lane:
         first, so that they use up no frequency cap."""
         now = utcnow()
         ready = []
-        for delivery in claimed:
+        for delivery in self._drop_cancelled(claimed):
             try:
                 outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
             except Exception as error:
@@ -150,6 +153,16 @@ class Lane:
         for outcome in checked.outcomes:
             self.context.writer.put(outcome)
         return checked.send, checked.profiles
+
+    def _drop_cancelled(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
+        """Deliveries of a campaign cancelled since they were due become CANCELLED."""
+        keep = []
+        for delivery in claimed:
+            if delivery.campaign_id is not None and delivery.campaign_id in self.context.cancelled:
+                self.context.writer.put(cancelled(delivery))
+            else:
+                keep.append(delivery)
+        return keep
 
     async def _check_apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
         """The checks of a batch that failed, run for each delivery alone: one the checks
@@ -235,7 +248,12 @@ class Lane:
                 protection.reporter(account),
             )
             async with protection.bulkhead(account):
-                outcome = await context.sender.attempt(delivery, rules, target, utcnow(), profile)
+                if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
+                    # Cancelled while this waited for its account's bulkhead: not sent.
+                    outcome = cancelled(delivery)
+                else:
+                    now = utcnow()
+                    outcome = await context.sender.attempt(delivery, rules, target, now, profile)
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
             protection.breaker.cancel(account)

@@ -12,15 +12,14 @@ from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
 from tidings.intake.requests import NotificationIn
-from tidings.policy.preferences import wanted
+from tidings.policy.accept_time import skip_unwanted
 from tidings.priorities import Channel
 from tidings.service import Service
 from tidings.states import Status
 from tidings.store import intake as store_intake
-from tidings.store import preferences, suppressions, users
+from tidings.store import users
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
-from tidings.store.suppressions import canonical_address
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,8 @@ async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) 
             results.append(error)
     await _refuse_without_templates(service, results, context)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
-    await _skip_unwanted(service, drafts, context)
+    # Accept-time policy (docs/architecture.md, Policy check order), shared with campaigns.
+    await skip_unwanted(service.db, drafts, lambda name: context.types[name].required)
     stored = iter(await _store(service, drafts, context.now) if drafts else [])
     answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
@@ -120,42 +120,6 @@ def _missing(shape: Shape, catalog: TemplateCatalog, context: IntakeContext) -> 
                 "channels",
             )
     return None
-
-
-async def _skip_unwanted(
-    service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
-) -> None:
-    """Deliveries the user switched off, or to a suppressed address, are accepted as
-    SKIPPED with the reason (docs/architecture.md, Policy check order)."""
-    await _skip_switched_off(service, drafts, context)
-    await _skip_suppressed(service, drafts)
-
-
-async def _skip_switched_off(
-    service: Service, drafts: Sequence[NotificationDraft], context: IntakeContext
-) -> None:
-    chosen = await preferences.of_users(service.db, {d.user_id for d in drafts if d.user_id})
-    for draft in drafts:
-        if draft.user_id not in chosen:
-            continue
-        required = context.types[draft.type].required
-        for d in draft.deliveries:
-            off = not wanted(chosen[draft.user_id], draft.category, d.channel, required)
-            if d.status is Status.PENDING and off:
-                d.status, d.skip_reason = Status.SKIPPED, "preference_off"
-
-
-async def _skip_suppressed(service: Service, drafts: Sequence[NotificationDraft]) -> None:
-    pending = [
-        (d, (d.channel, canonical_address(d.channel, d.address)))
-        for draft in drafts
-        for d in draft.deliveries
-        if d.status is Status.PENDING
-    ]
-    found = await suppressions.suppressed(service.db, {pair for _, pair in pending})
-    for delivery, pair in pending:
-        if pair in found:
-            delivery.status, delivery.skip_reason = Status.SKIPPED, "suppressed"
 
 
 async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeContext:

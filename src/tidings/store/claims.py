@@ -37,6 +37,7 @@ class ClaimedDelivery:
     data: dict[str, Any]
     locale: str | None
     user_id: str | None
+    campaign_id: uuid.UUID | None = None
 
 
 _DELIVERY_COLUMNS = (
@@ -48,6 +49,7 @@ _DELIVERY_COLUMNS = (
     delivery.c.category,
     delivery.c.attempts,
     delivery.c.created_at,
+    delivery.c.campaign_id,
 )
 _NOTIFICATION_COLUMNS = (
     notification.c.type,

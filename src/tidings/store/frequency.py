@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import date
+
+import sqlalchemy as sa
 
 from tidings.store.engine import Database
 from tidings.store.schema import frequency_count
@@ -34,3 +36,31 @@ async def count_sends(db: Database, sends: Sequence[Send]) -> list[bool]:
             counted = await conn.execute(increment.returning(frequency_count.c.sent))
             allowed.append(counted.first() is not None)
     return allowed
+
+
+# (user id, category, local day)
+Day = tuple[str, str, date]
+# Keys per query: three parameters each, under SQLite's 32,766.
+_READ_CHUNK = 5_000
+
+
+async def sent_counts(db: Database, keys: Collection[Day]) -> dict[Day, int]:
+    """What each (user, category, day) has used of its allowance (absent: nothing)."""
+    wanted = list(keys)
+    found: dict[Day, int] = {}
+    async with db.engine.connect() as conn:
+        for start in range(0, len(wanted), _READ_CHUNK):
+            chunk = wanted[start : start + _READ_CHUNK]
+            query = sa.select(
+                frequency_count.c.user_id,
+                frequency_count.c.category,
+                frequency_count.c.day,
+                frequency_count.c.sent,
+            ).where(
+                sa.tuple_(
+                    frequency_count.c.user_id, frequency_count.c.category, frequency_count.c.day
+                ).in_(chunk)
+            )
+            for row in await conn.execute(query):
+                found[(row.user_id, row.category, row.day)] = row.sent
+    return found

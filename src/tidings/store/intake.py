@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
@@ -45,6 +46,9 @@ class NotificationDraft:
     send_at: datetime | None
     deliveries: list[DeliveryDraft] = field(default_factory=list)
     data_json: str = ""  # ``data`` serialised, when the caller has it already
+    campaign_id: uuid.UUID | None = None
+    # When its deliveries are first due, if not at ``send_at`` (a due spike spread out).
+    due_at: datetime | None = None
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -97,16 +101,23 @@ async def accept(
 async def _insert_sqlite(
     db: Database, drafts: Sequence[NotificationDraft], now: datetime
 ) -> set[uuid.UUID]:
+    async with db.engine.begin() as conn:
+        return await insert_sqlite(conn, drafts, now)
+
+
+async def insert_sqlite(
+    conn: AsyncConnection, drafts: Sequence[NotificationDraft], now: datetime
+) -> set[uuid.UUID]:
+    """Insert the drafts whose keys are new, inside the caller's transaction (SQLite)."""
     statement = sqlite.insert(notification).on_conflict_do_nothing(
         index_elements=["namespace", "idempotency_key"]
     )
-    async with db.engine.begin() as conn:
-        rows = [_notification_row(draft, now) for draft in drafts]
-        result = await conn.execute(statement.returning(notification.c.id), rows)
-        inserted = {row.id for row in result}
-        deliveries = _delivery_rows([d for d in drafts if d.id in inserted], now)
-        if deliveries:
-            await conn.execute(sa.insert(delivery), deliveries)
+    rows = [_notification_row(draft, now) for draft in drafts]
+    result = await conn.execute(statement.returning(notification.c.id), rows)
+    inserted = {row.id for row in result}
+    deliveries = _delivery_rows([d for d in drafts if d.id in inserted], now)
+    if deliveries:
+        await conn.execute(sa.insert(delivery), deliveries)
     return inserted
 
 
@@ -140,9 +151,10 @@ _PG_NOTIFICATION_COLUMNS = {
     "data": "jsonb",
     "locale": "text",
     "send_at": "timestamptz",
+    "campaign_id": "uuid",
 }
 _PG_INSERT_NOTIFICATIONS = (
-    _unnest_insert("notification", _PG_NOTIFICATION_COLUMNS, {"created_at": "$12::timestamptz"})
+    _unnest_insert("notification", _PG_NOTIFICATION_COLUMNS, {"created_at": "$13::timestamptz"})
     + " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
     + " RETURNING namespace, idempotency_key"
 )
@@ -156,11 +168,12 @@ _PG_DELIVERY_COLUMNS = {
     "status": "text",
     "next_attempt_at": "timestamptz",
     "skip_reason": "text",
+    "campaign_id": "uuid",
 }
 _PG_INSERT_DELIVERIES = _unnest_insert(
     "delivery",
     _PG_DELIVERY_COLUMNS,
-    {"attempts": "0", "created_at": "$10::timestamptz", "updated_at": "$10::timestamptz"},
+    {"attempts": "0", "created_at": "$11::timestamptz", "updated_at": "$11::timestamptz"},
 )
 
 
@@ -171,22 +184,28 @@ def _columns(rows: Sequence[dict[str, Any]], names: dict[str, str]) -> list[list
 async def _insert_postgres(
     db: Database, drafts: Sequence[NotificationDraft], now: datetime
 ) -> set[uuid.UUID]:
+    async with db.asyncpg() as conn, conn.transaction():
+        return await insert_postgres(conn, drafts, now)
+
+
+async def insert_postgres(
+    conn: Any, drafts: Sequence[NotificationDraft], now: datetime
+) -> set[uuid.UUID]:
+    """Insert the drafts whose keys are new, inside the caller's transaction on an asyncpg
+    connection: one statement for the notifications, one for their deliveries."""
     rows = [_notification_row(draft, now) for draft in drafts]
     for row, draft in zip(rows, drafts, strict=True):
         row["data"] = draft.data_json or json.dumps(draft.data)
-    async with db.asyncpg() as conn, conn.transaction():
-        found = await conn.fetch(
-            _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
-        )
-        new = list(drafts) if len(found) == len(drafts) else _by_key(drafts, found)
-        inserted = {draft.id for draft in new}
-        deliveries = _delivery_rows(new, now)
-        if deliveries:
-            columns = _columns(deliveries, _PG_DELIVERY_COLUMNS)
-            await conn.execute(_PG_INSERT_DELIVERIES, *columns, now)
-        if any(_wakes_high(draft) for draft in new):
-            await notify_postgres(conn, Priority.HIGH)
-    return inserted
+    found = await conn.fetch(
+        _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
+    )
+    new = list(drafts) if len(found) == len(drafts) else _by_key(drafts, found)
+    deliveries = _delivery_rows(new, now)
+    if deliveries:
+        await conn.execute(_PG_INSERT_DELIVERIES, *_columns(deliveries, _PG_DELIVERY_COLUMNS), now)
+    if any(_wakes_high(draft, now) for draft in new):
+        await notify_postgres(conn, Priority.HIGH)
+    return {draft.id for draft in new}
 
 
 def _by_key(drafts: Sequence[NotificationDraft], found: Sequence[Any]) -> list[NotificationDraft]:
@@ -196,8 +215,9 @@ def _by_key(drafts: Sequence[NotificationDraft], found: Sequence[Any]) -> list[N
     return [draft for draft in drafts if (draft.namespace, draft.idempotency_key) in keys]
 
 
-def _wakes_high(draft: NotificationDraft) -> bool:
-    return draft.priority is Priority.HIGH and draft.send_at is None
+def _wakes_high(draft: NotificationDraft, now: datetime) -> bool:
+    due = draft.due_at or draft.send_at
+    return draft.priority is Priority.HIGH and (due is None or due <= now)
 
 
 def _first_per_key(drafts: Sequence[NotificationDraft]) -> list[NotificationDraft]:
@@ -224,7 +244,7 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
         "user_id": draft.user_id,
         "data": draft.data,
         "locale": draft.locale,
-        "campaign_id": None,
+        "campaign_id": draft.campaign_id,
         "send_at": draft.send_at,
         "created_at": now,
     }
@@ -245,10 +265,10 @@ def _delivery_row(draft: NotificationDraft, item: DeliveryDraft, now: datetime) 
         "category": draft.category,
         "status": item.status,
         "attempts": 0,
-        "next_attempt_at": (draft.send_at or now) if pending else None,
+        "next_attempt_at": (draft.due_at or draft.send_at or now) if pending else None,
         "lease_until": None,
         "skip_reason": item.skip_reason,
-        "campaign_id": None,
+        "campaign_id": draft.campaign_id,
         "created_at": now,
         "updated_at": now,
     }

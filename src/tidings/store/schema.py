@@ -154,6 +154,14 @@ delivery = sa.Table(
     ),
     sa.Index("ix_delivery_provider_msg", "provider", "provider_msg_id"),
     # The dead-letter queue: failed deliveries, newest first.
+    # A campaign's deliveries: its counts by status, its cancel, whether it is done.
+    sa.Index(
+        "ix_delivery_campaign",
+        "campaign_id",
+        "status",
+        postgresql_where=sa.text("campaign_id IS NOT NULL"),
+        sqlite_where=sa.text("campaign_id IS NOT NULL"),
+    ),
     sa.Index(
         "ix_delivery_failed",
         "updated_at",
@@ -265,4 +273,42 @@ topic_subscription = sa.Table(
     _ts("created_at", nullable=False),
     # A user's topics; the key serves a topic's subscribers.
     sa.Index("ix_topic_subscription_user_id", "user_id"),
+)
+
+campaign = sa.Table(
+    "campaign",
+    metadata,
+    # A type sent to an audience (docs/architecture.md, Campaigns): expanded page by page
+    # into notification and delivery rows, by one dispatcher at a time (expander + lease).
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=False),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(200), nullable=True),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("category", sa.String(20), nullable=False),
+    sa.Column("priority", sa.String(10), nullable=False),
+    sa.Column("audience", JSONDoc, nullable=False),
+    sa.Column("data", JSONDoc, nullable=False),
+    sa.Column("channels", JSONDoc, nullable=False),
+    _ts("send_at", nullable=False),
+    sa.Column("spread_seconds", sa.Integer, nullable=False),
+    sa.Column("local_time", sa.String(5), nullable=True),  # "10:00" in each user's zone
+    sa.Column("timezone", sa.String(64), nullable=True),  # for users without one
+    sa.Column("status", sa.String(12), nullable=False),
+    # Counted when the expansion starts: the spread divides the window by it.
+    sa.Column("audience_size", sa.Integer, nullable=True),
+    sa.Column("cursor", sa.String(255), nullable=True),  # the last user id expanded
+    sa.Column("expanded", sa.Integer, nullable=False),  # users expanded so far
+    sa.Column("deliveries", sa.Integer, nullable=False),  # delivery rows inserted so far
+    sa.Column("expander", sa.String(64), nullable=True),
+    _ts("lease_until"),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    _ts("started_at"),
+    _ts("expanded_at"),
+    _ts("finished_at"),
+    sa.UniqueConstraint("namespace", "idempotency_key"),
+    sa.Index("ix_campaign_status_send_at", "status", "send_at"),
+    sa.Index("ix_campaign_namespace_created_at", "namespace", "created_at"),
 )
