@@ -138,4 +138,5 @@ async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeC
         device_tokens=tokens,
         max_data_bytes=settings.max_data_bytes,
         send_at_tolerance=settings.send_at_tolerance,
+        due_spread_seconds=settings.campaigns.due_spread_seconds,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,6 +45,9 @@ class IntakeContext:
     device_tokens: dict[str, list[str]] = field(default_factory=dict)
     max_data_bytes: int = 32 * 1024
     send_at_tolerance: float = 60.0
+    # Scheduled LOW and NORMAL sends are due at a random instant this many seconds after
+    # their sendAt, so that 60,000 reminders "at 18:00" are not claimed as one wall.
+    due_spread_seconds: float = 0.0
 
 
 def canonical_data(item: NotificationIn) -> str:
@@ -76,6 +80,7 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
     _check_data(item, data_json, context.max_data_bytes)
     send_at = _send_at(item, context)
     deliveries = _deliveries(item, kind, context)
+    due_at = _due_at(send_at, priority, context.due_spread_seconds)
     return NotificationDraft(
         id=new_id(),
         namespace=context.namespace,
@@ -89,6 +94,7 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
         data_json=data_json,
         locale=item.locale or _profile_locale(item, context),
         send_at=send_at,
+        due_at=due_at,
         deliveries=deliveries,
     )
 
@@ -147,6 +153,13 @@ def _send_at(item: NotificationIn, context: IntakeContext) -> datetime | None:
         raise ItemError("send_at_in_past", "sendAt is in the past", "sendAt")
     # A sendAt within the tolerance is "now": it is sent at once (and wakes HIGH workers).
     return item.send_at if item.send_at > context.now else None
+
+
+def _due_at(send_at: datetime | None, priority: Priority, window: float) -> datetime | None:
+    """When a scheduled send is first due: a one-time password is never held back."""
+    if send_at is None or priority is Priority.HIGH or window <= 0:
+        return None
+    return send_at + timedelta(seconds=random.uniform(0, window))
 
 
 def _profile(item: NotificationIn, context: IntakeContext) -> UserProfile | None:
