@@ -130,6 +130,11 @@ async def claim_due(
 ) -> Campaign | None:
     """Take one due campaign for expansion (any number of dispatchers may ask at once)."""
     due = sa.select(campaign.c.id).where(_claimable(now)).order_by(campaign.c.send_at).limit(1)
+    # Asked every poll by every dispatcher: a read first, so that an idle poll takes no
+    # write lock (SQLite has one for the whole database).
+    async with db.engine.connect() as conn:
+        if (await conn.execute(due)).first() is None:
+            return None
     if db.is_postgres:
         due = due.with_for_update(skip_locked=True)
     statement = (
@@ -291,6 +296,10 @@ async def finish_sent(db: Database, now: datetime) -> int:
         .where(delivery.c.campaign_id == campaign.c.id, delivery.c.status.in_(IN_PROGRESS))
         .exists()
     )
+    sending = sa.select(campaign.c.id).where(campaign.c.status == CampaignStatus.SENDING.value)
+    async with db.engine.connect() as conn:  # an idle poll takes no write lock
+        if (await conn.execute(sending.limit(1))).first() is None:
+            return 0
     statement = (
         sa.update(campaign)
         .where(campaign.c.status == CampaignStatus.SENDING.value, ~busy)
