@@ -26,6 +26,7 @@ COMMANDS = [
     "templates",
     "simulate",
     "providers",
+    "campaign",
 ]
 
 

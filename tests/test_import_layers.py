@@ -29,7 +29,7 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer(
         "entry points",
-        ("tidings.__main__", "tidings.cli", "tidings.runner"),
+        ("tidings.__main__", "tidings.cli", "tidings.campaign_cli", "tidings.runner"),
         siblings_may_import=True,
     ),
     Layer("simulator", ("tidings.simulator",)),

@@ -133,13 +133,14 @@ def migrate(config: ConfigOption = None) -> None:
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    # Not cut into lines: a message names its field whole, for grep and copy.
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
-def _request(method: str, url: str, **kwargs: Any) -> httpx.Response:
+def _request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> httpx.Response:
     try:
-        return httpx.request(method, url, timeout=30, **kwargs)
+        return httpx.request(method, url, timeout=timeout, **kwargs)
     except httpx.HTTPError as error:
         _fail(f"cannot reach {url}: {error}")
         raise  # unreachable; keeps type checkers content
@@ -148,7 +149,8 @@ def _request(method: str, url: str, **kwargs: Any) -> httpx.Response:
 def _error_text(response: httpx.Response) -> str:
     try:
         error = response.json()["error"]
-        return f"{response.status_code} {error['code']}: {error['message']}"
+        field = f" (field: {error['field']})" if error.get("field") else ""
+        return f"{response.status_code} {error['code']}: {error['message']}{field}"
     except (ValueError, KeyError, TypeError):
         return f"{response.status_code}: {response.text[:500]}"
 
@@ -359,6 +361,10 @@ def templates_apply(
 
 
 app.command("simulate", cls=Command)(simulate)
+
+# `tidings campaign ...` lives in its own module, which adds itself to `app`; imported last,
+# as it uses the helpers above (and either module may be imported first).
+import tidings.campaign_cli  # noqa: E402, F401
 
 
 def main() -> None:
