@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from tests.helpers import eventually, put_type, running_dispatcher
 from tests.test_campaigns import MARKETING, post_campaign
+from tidings.campaigns.dry_run import ChannelPlan, estimated_seconds
 from tidings.clock import utcnow
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
@@ -105,3 +106,11 @@ async def test_the_dry_run_counts_equal_the_real_run(
     assert forecast["email"]["wouldSend"] == 31 and forecast["push"]["wouldSend"] == 17
     status = (await client.get(f"/v1/campaigns/{campaign_id}")).json()
     assert status["deliveries"] == 80
+
+
+def test_estimated_duration_is_the_window_or_the_accounts_pace() -> None:
+    # 600 sends at 10/s with LOW's 60 % share take 100 s, more than a 60 s window.
+    assert estimated_seconds(ChannelPlan(would_send=600), 10, 0.6, 60) == 100.0
+    assert estimated_seconds(ChannelPlan(would_send=60), 10, 0.6, 60) == 60.0
+    assert estimated_seconds(ChannelPlan(would_send=600), None, 0.6, 60) == 60.0
+    assert estimated_seconds(ChannelPlan(would_send=0), 10, 0.6, 60) == 0.0

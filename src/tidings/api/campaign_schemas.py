@@ -220,8 +220,9 @@ class ChannelForecast(ApiModel):
     would_send: int
     skipped: dict[str, int]
     deferred_by_quiet_hours: int
-    estimated_seconds: float | None = Field(
-        description="at the channel's primary account rate and the campaign priority's share"
+    estimated_seconds: float = Field(
+        description="the window, or the time the channel's primary account needs at its rate "
+        "and the campaign priority's share if longer"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import array
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -176,12 +176,10 @@ def _local_day(when: datetime, recipients: Recipients, user_id: str | None) -> d
 
 def estimated_seconds(
     plan: ChannelPlan, rate: float | None, share: float, window_seconds: float
-) -> float | None:
-    """How long the channel's sends take: the window, or the account's pace if slower;
-    None when the account has no rate of ours."""
-    if rate is None:
-        return None
-    return round(max(window_seconds, plan.would_send / (rate * share)), 1)
-
-
-RateOf = Callable[[str], float | None]
+) -> float:
+    """How long the channel's sends take: the window, or the account's pace at the
+    priority's share if that is slower (an account without a rate of ours: the window)."""
+    if not plan.would_send:
+        return 0.0
+    paced = plan.would_send / (rate * share) if rate else 0.0
+    return round(max(window_seconds, paced), 1)
