@@ -307,3 +307,31 @@ async def test_local_time_is_ten_in_each_users_zone(
         assert (local.hour, local.minute) == (10, 0), (row.user_id, local)
         assert now - timedelta(minutes=1) <= row.next_attempt_at <= now + timedelta(days=1)
     _ = Counter, datetime, UTC
+
+
+async def test_the_key_is_required_except_for_a_dry_run(client: httpx.AsyncClient) -> None:
+    await put_type(client, "presale", **MARKETING)
+    await add_users(client, 1)
+    body = {"type": "presale", "audience": {"topic": "artist:77"}}
+    missing = await client.post("/v1/campaigns", json=body)
+    assert missing.status_code == 422 and missing.json()["error"]["field"] == "Idempotency-Key"
+    dry = await client.post("/v1/campaigns", json=body, params={"dryRun": "true"})
+    assert dry.status_code == 200 and dry.json()["audienceSize"] == 1
+
+
+async def test_cancelling_a_done_campaign_answers_its_final_counts(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await put_type(client, "presale", **EMAIL_ONLY)
+    await add_users(client, 3)
+    body = {"type": "presale", "audience": {"topic": "artist:77"}}
+    campaign_id = (await post_campaign(client, body)).json()["campaignId"]
+    async with running_dispatcher(service, ScriptedProvider()):
+        await eventually(lambda: _status_is(client, campaign_id, "DONE"), within=20)
+    answer = await client.post(f"/v1/campaigns/{campaign_id}/cancel")
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "campaignId": campaign_id, "status": "DONE", "sent": 3, "cancelled": 0,
+        "skipped": 0, "failed": 0, "expired": 0, "inProgress": 0,
+    }  # fmt: skip
+    assert (await campaign_status(client, campaign_id))["status"] == "DONE"

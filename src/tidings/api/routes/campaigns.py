@@ -81,14 +81,23 @@ def _request(body: CampaignIn) -> CampaignRequest:
 async def create_campaign(
     request: Request,
     body: CampaignIn,
-    idempotency_key: Annotated[IdempotencyKey, Header(alias="Idempotency-Key")],
+    idempotency_key: Annotated[
+        IdempotencyKey | None,
+        Header(alias="Idempotency-Key", description="required unless dryRun=true"),
+    ] = None,
     dry_run: Annotated[bool, Query(alias="dryRun")] = False,
 ) -> Any:
     """Schedule a campaign (202), or with ``dryRun=true`` forecast it (200, nothing stored)."""
     service = service_of(request)
     settings = service.settings
     if dry_run:
-        return await _forecast(service, _request(body), idempotency_key)
+        return await _forecast(service, _request(body), idempotency_key or "dry-run")
+    if idempotency_key is None:
+        raise CampaignError(
+            "invalid_request",
+            "the Idempotency-Key header is required: the same key makes a retried request safe",
+            "Idempotency-Key",
+        )
     campaign, _created = await create(
         _registry(service), _request(body), settings.namespace, idempotency_key, utcnow()
     )
