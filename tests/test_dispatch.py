@@ -220,6 +220,17 @@ async def test_past_ttl_expires_instead_of_sending(
     assert "expired" in [h["kind"] for h in shown["history"]]
 
 
+async def test_ttl_counts_from_the_scheduled_time(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await put_type(client, ttl=1)
+    send_at = utcnow() + timedelta(seconds=2.5)
+    accepted = await accept_one(client, sendAt=send_at.isoformat())
+    async with running_dispatcher(service, ScriptedProvider()):
+        shown = await wait_status(client, accepted["id"], "SENT")
+    assert datetime.fromisoformat(shown["sentAt"]) >= send_at
+
+
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 async def test_several_dispatchers_never_send_a_delivery_twice(
     client: httpx.AsyncClient, settings: Any

@@ -103,7 +103,8 @@ def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outco
             FailureKind.EXHAUSTED,
             f"no attempts left after {claimed.attempts - 1} (lost leases)",
         )
-    if expired(claimed.created_at, rules.ttl_seconds, now):
+    # A scheduled notification (a campaign's, one with sendAt) lives from when it is due.
+    if expired(claimed.send_at or claimed.created_at, rules.ttl_seconds, now):
         return Outcome(
             delivery_id=claimed.id,
             claimed_attempts=claimed.attempts,

@@ -38,6 +38,7 @@ class ClaimedDelivery:
     locale: str | None
     user_id: str | None
     campaign_id: uuid.UUID | None = None
+    send_at: datetime | None = None  # the notification's, when it was scheduled
 
 
 _DELIVERY_COLUMNS = (
@@ -56,6 +57,7 @@ _NOTIFICATION_COLUMNS = (
     notification.c.data,
     notification.c.locale,
     notification.c.user_id,
+    notification.c.send_at,
 )
 # Every column a claim returns, by the name of its ClaimedDelivery field.
 CLAIM_COLUMNS = tuple(c.name for c in (*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS))
