@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate format
+.PHONY: install serve test lint bench bench-rate bench-campaign format
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -25,8 +25,14 @@ bench:  ## benchmarks on PostgreSQL; writes docs/benchmarks.md
 	scripts/services.sh
 	.venv/bin/python -m bench
 	.venv/bin/python -m bench.rate
+	.venv/bin/python -m bench.campaign
 
 bench-rate:  ## the rate-limit run alone (30 s); writes its section of docs/benchmarks.md
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.rate
+
+bench-campaign:  ## campaign expansion (1,000,000 users) and HIGH latency during a drain (several minutes); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.campaign
