@@ -82,18 +82,40 @@ class Expander:
         planner = Planner(campaign, window, self.rng)
         kind = (await self.types.get({campaign.type}))[campaign.type]
         cursor, ordinal = campaign.cursor, campaign.expanded
-        while True:
-            ids = await audiences.page(self.db, campaign.audience, cursor, self.settings.page_size)
-            drafts, _ = await page_drafts(self.db, planner, ids, ordinal, lambda _: kind.required)
-            last = len(ids) < self.settings.page_size
-            page = PageOfExpansion(drafts, ids[-1] if ids else None, len(ids), last)
-            now = utcnow()
-            lease = now + timedelta(seconds=self.settings.lease_seconds)
-            if not await store.store_page(self.db, campaign.id, self.name, page, now, lease):
-                log.info("campaign %s: stopped (cancelled or taken over)", campaign.id)
-                return
-            self.wakeup.notify(Priority(campaign.priority))
-            if last:
-                log.info("campaign %s: expanded, %d users", campaign.id, ordinal + len(ids))
-                return
-            cursor, ordinal = ids[-1], ordinal + len(ids)
+        # Page n + 1 is read and built while page n is being stored (the database and this
+        # process work at once); pages are still stored one after the other, in order.
+        storing: asyncio.Task[bool] | None = None
+        try:
+            while True:
+                ids = await audiences.page(
+                    self.db, campaign.audience, cursor, self.settings.page_size
+                )
+                drafts, _ = await page_drafts(
+                    self.db, planner, ids, ordinal, lambda _: kind.required
+                )
+                last = len(ids) < self.settings.page_size
+                page = PageOfExpansion(drafts, ids[-1] if ids else None, len(ids), last)
+                if storing is not None and not await self._stored(campaign, storing):
+                    return
+                storing = asyncio.create_task(self._store(campaign, page))
+                if last:
+                    if await self._stored(campaign, storing):
+                        log.info("campaign %s: expanded, %d users", campaign.id, ordinal + len(ids))
+                    return
+                cursor, ordinal = ids[-1], ordinal + len(ids)
+        finally:
+            if storing is not None and not storing.done():
+                await asyncio.wait([storing])  # never leave a page's transaction behind
+
+    async def _store(self, campaign: Campaign, page: PageOfExpansion) -> bool:
+        now = utcnow()
+        lease = now + timedelta(seconds=self.settings.lease_seconds)
+        return await store.store_page(self.db, campaign.id, self.name, page, now, lease)
+
+    async def _stored(self, campaign: Campaign, storing: asyncio.Task[bool]) -> bool:
+        """Whether the page in ``storing`` was stored (raises what storing it raised)."""
+        if not await storing:
+            log.info("campaign %s: stopped (cancelled or taken over)", campaign.id)
+            return False
+        self.wakeup.notify(Priority(campaign.priority))
+        return True

@@ -54,9 +54,19 @@ async def of_users(db: Database, user_ids: Collection[str]) -> dict[str, UserPre
     """Stored preferences of those users that have any (one query)."""
     if not user_ids:
         return {}
-    query = sa.select(preference).where(preference.c.user_id.in_(list(user_ids)))
+    if db.is_postgres:  # one array parameter instead of an IN list rendered per call
+        async with db.asyncpg() as conn:
+            rows = await conn.fetch(_PG_OF_USERS, list(user_ids))
+    else:
+        query = sa.select(preference).where(preference.c.user_id.in_(list(user_ids)))
+        async with db.engine.connect() as conn:
+            rows = [row._mapping for row in await conn.execute(query)]
     found: dict[str, dict[tuple[str, str], bool]] = {}
-    async with db.engine.connect() as conn:
-        for row in await conn.execute(query):
-            found.setdefault(row.user_id, {})[(row.category, row.channel)] = row.enabled
+    for row in rows:
+        found.setdefault(row["user_id"], {})[(row["category"], row["channel"])] = row["enabled"]
     return dict(found)
+
+
+_PG_OF_USERS = """
+SELECT user_id, category, channel, enabled FROM preference WHERE user_id = ANY($1::text[])
+"""

@@ -89,9 +89,22 @@ async def put_user_settings(
     )
 
 
+# Read for every batch accepted, claimed or expanded (a campaign page is 10,000 users): one
+# array parameter, where SQLAlchemy would render an IN list of every id each time.
+_PG_USERS = "SELECT {} FROM user_profile WHERE id = ANY($1::text[])".format(
+    ", ".join(_PROFILE_COLUMNS)
+)
+
+
 async def get_users(db: Database, ids: Collection[str]) -> dict[str, UserProfile]:
     if not ids:
         return {}
+    if db.is_postgres:
+        async with db.asyncpg() as conn:
+            rows = await conn.fetch(_PG_USERS, list(ids))
+        return {
+            row["id"]: UserProfile(**{name: row[name] for name in _PROFILE_COLUMNS}) for row in rows
+        }
     query = sa.select(user_profile).where(user_profile.c.id.in_(list(ids)))
     async with db.engine.connect() as conn:
         return {row.id: UserProfile.from_row(row) for row in await conn.execute(query)}
@@ -143,20 +156,30 @@ async def user_devices(db: Database, user_id: str) -> list[Device]:
         return [Device.from_row(row) for row in await conn.execute(query)]
 
 
+_PG_DEVICES = """
+SELECT user_id, token, active FROM device WHERE user_id = ANY($1::text[]) ORDER BY created_at
+"""
+
+
 async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:
     if not user_ids:
         return {}
-    query = (
-        sa.select(device.c.user_id, device.c.token, device.c.active)
-        .where(device.c.user_id.in_(list(user_ids)))
-        .order_by(device.c.created_at)
-    )
+    if db.is_postgres:
+        async with db.asyncpg() as conn:
+            rows = await conn.fetch(_PG_DEVICES, list(user_ids))
+    else:
+        query = (
+            sa.select(device.c.user_id, device.c.token, device.c.active)
+            .where(device.c.user_id.in_(list(user_ids)))
+            .order_by(device.c.created_at)
+        )
+        async with db.engine.connect() as conn:
+            rows = [row._mapping for row in await conn.execute(query)]
     # Every user with a device gets an entry, an empty list when none is active: such a
     # user is known (it registered devices), only without a working one.
     tokens: dict[str, list[str]] = {}
-    async with db.engine.connect() as conn:
-        for row in await conn.execute(query):
-            active = tokens.setdefault(row.user_id, [])
-            if row.active:
-                active.append(row.token)
+    for row in rows:
+        active = tokens.setdefault(row["user_id"], [])
+        if row["active"]:
+            active.append(row["token"])
     return tokens
