@@ -8,10 +8,8 @@ from typing import Any
 
 import asyncpg
 
-from tidings.clock import utcnow
+from bench.database import register_type
 from tidings.store.engine import connect
-from tidings.store.templates import add_version
-from tidings.store.types import NotificationType, put_type
 
 TOPIC = "bench:campaign"  # the expansion's audience
 DRAIN_TOPIC = "bench:drain"  # the drain run's audience (its first users)
@@ -37,24 +35,8 @@ async def register(database_url: str) -> None:
     """The bench's notification types and their English templates."""
     db = connect(database_url)
     try:
-        now = utcnow()
         for name, body in TYPES.items():
-            kind = NotificationType(
-                name=name,
-                category=body["category"],
-                priority=body["priority"],
-                channels=body["channels"],
-                ttl_seconds=None,
-                retry=None,
-                required_channels=None,
-                default_locale=None,
-                collapse_key=None,
-                created_at=now,
-                updated_at=now,
-            )
-            await put_type(db, kind)
-            for channel in body["channels"]:
-                await add_version(db, name, channel, "en", TEMPLATES[name], now)
+            await register_type(db, name, body, TEMPLATES[name])
     finally:
         await db.dispose()
 

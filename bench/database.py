@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 
 from bench.config import BenchConfig
 from bench.workload import TEMPLATE, TYPE_BODY, TYPE_NAME
 from tidings.clock import utcnow
-from tidings.store.engine import connect
+from tidings.store.engine import Database, connect
 from tidings.store.migrate import upgrade
 from tidings.store.templates import add_version
 from tidings.store.types import NotificationType, put_type
@@ -22,6 +24,30 @@ async def _admin(config: BenchConfig, *statements: str) -> None:
         await conn.close()
 
 
+async def register_type(
+    db: Database, name: str, body: dict[str, Any], template: dict[str, Any]
+) -> None:
+    """Register a type (``body``: category, priority, channels) with ``template`` as its
+    English words on every channel."""
+    now = utcnow()
+    kind = NotificationType(
+        name=name,
+        category=body["category"],
+        priority=body["priority"],
+        channels=body["channels"],
+        ttl_seconds=None,
+        retry=None,
+        required_channels=None,
+        default_locale=None,
+        collapse_key=None,
+        created_at=now,
+        updated_at=now,
+    )
+    await put_type(db, kind)
+    for channel in body["channels"]:
+        await add_version(db, name, channel, "en", template, now)
+
+
 async def create(config: BenchConfig) -> None:
     """A fresh database (a leftover from an interrupted run is dropped), migrated, with the
     notification type every measurement sends registered."""
@@ -30,23 +56,7 @@ async def create(config: BenchConfig) -> None:
     db = connect(config.database_url)
     try:
         await upgrade(db)
-        now = utcnow()
-        kind = NotificationType(
-            name=TYPE_NAME,
-            category=TYPE_BODY["category"],
-            priority=TYPE_BODY["priority"],
-            channels=TYPE_BODY["channels"],
-            ttl_seconds=None,
-            retry=None,
-            required_channels=None,
-            default_locale=None,
-            collapse_key=None,
-            created_at=now,
-            updated_at=now,
-        )
-        await put_type(db, kind)
-        for channel in TYPE_BODY["channels"]:
-            await add_version(db, TYPE_NAME, channel, "en", TEMPLATE, utcnow())
+        await register_type(db, TYPE_NAME, TYPE_BODY, TEMPLATE)
     finally:
         await db.dispose()
 

@@ -50,6 +50,7 @@ LAYERS: tuple[Layer, ...] = (
             "tidings.ids",
             "tidings.clock",
             "tidings.singleflight",
+            "tidings.refusal",
         ),
     ),
 )

@@ -15,9 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tidings.campaigns.errors import CampaignError
-from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import CommitAborted
+from tidings.refusal import Refusal
 from tidings.store.db_errors import unavailable
 
 log = logging.getLogger(__name__)
@@ -113,12 +112,8 @@ def install(app: FastAPI) -> None:
         )
         return response
 
-    @app.exception_handler(ItemError)
-    async def _item(_request: Request, exc: ItemError) -> JSONResponse:
-        return error_response(exc.status_code, exc.code, exc.message, exc.field)
-
-    @app.exception_handler(CampaignError)
-    async def _campaign(_request: Request, exc: CampaignError) -> JSONResponse:
+    @app.exception_handler(Refusal)
+    async def _refused(_request: Request, exc: Refusal) -> JSONResponse:
         return error_response(exc.status_code, exc.code, exc.message, exc.field)
 
     @app.exception_handler(HTTPException)

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
+from tidings.refusal import Refusal
 
-class CampaignError(Exception):
-    def __init__(
-        self, code: str, message: str, field: str | None = None, status_code: int = 422
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-        self.status_code = status_code
+
+class CampaignError(Refusal):
+    pass

@@ -15,23 +15,15 @@ from typing import Any
 from tidings.ids import new_id
 from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.priorities import Channel, Priority
+from tidings.refusal import Refusal
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
 from tidings.store.types import NotificationType
 from tidings.store.users import UserProfile
 
 
-class ItemError(Exception):
+class ItemError(Refusal):
     """Why one notification was refused: becomes a 4xx (or a batch item's error)."""
-
-    def __init__(
-        self, code: str, message: str, field: str | None = None, status_code: int = 422
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-        self.status_code = status_code
 
 
 @dataclass(frozen=True)

@@ -346,23 +346,23 @@ async def cancel_unclaimed(db: Database, campaign_id: uuid.UUID, now: datetime, 
 
 async def delivery_counts(db: Database, campaign_id: uuid.UUID) -> dict[str, int]:
     """The campaign's deliveries by status (read through the campaign's index)."""
-    query = (
-        sa.select(delivery.c.status, sa.func.count())
-        .where(delivery.c.campaign_id == campaign_id)
-        .group_by(delivery.c.status)
-    )
-    async with db.engine.connect() as conn:
-        return {status: int(count) for status, count in await conn.execute(query)}
+    return await _counted(db, delivery.c.status, delivery.c.campaign_id == campaign_id)
 
 
 async def skip_reasons(db: Database, campaign_id: uuid.UUID) -> dict[str, int]:
-    query = (
-        sa.select(delivery.c.skip_reason, sa.func.count())
-        .where(delivery.c.campaign_id == campaign_id, delivery.c.status == Status.SKIPPED.value)
-        .group_by(delivery.c.skip_reason)
+    skipped = delivery.c.status == Status.SKIPPED.value
+    found = await _counted(
+        db, delivery.c.skip_reason, delivery.c.campaign_id == campaign_id, skipped
     )
+    return {reason or "unknown": count for reason, count in found.items()}
+
+
+async def _counted(
+    db: Database, column: sa.Column[Any], *where: sa.ColumnElement[bool]
+) -> dict[Any, int]:
+    query = sa.select(column, sa.func.count()).where(*where).group_by(column)
     async with db.engine.connect() as conn:
-        return {reason or "unknown": int(count) for reason, count in await conn.execute(query)}
+        return {value: int(count) for value, count in await conn.execute(query)}
 
 
 # Cancelled campaigns are remembered this long by dispatchers: past it, none of their
