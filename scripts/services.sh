@@ -24,6 +24,12 @@ if ! reachable 127.0.0.1 5432; then
   wait_for PostgreSQL 127.0.0.1 5432
 fi
 
+# The Redis outage tests start redis-server processes of their own.
+if ! command -v redis-server >/dev/null; then
+  echo "installing redis-server"
+  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+fi
+
 if ! reachable 127.0.0.1 6379; then
   echo "starting Redis"
   mkdir -p /var/lib/redis /var/log/redis

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     )
 
     database_url: str = "sqlite:///./tidings.db"
+    # Shared rate limits, in-flight caps, breakers and dedup keys for a fleet of dispatchers
+    # (redis://host:6379/0). Unset: each process limits itself to its share of each rate.
+    redis_url: str | None = None
     # Connections per process (PostgreSQL); the pool may open as many again under bursts.
     database_pool_size: int = Field(default=10, ge=1, le=200)
     outbox_dir: Path = Path("./outbox")

@@ -287,6 +287,24 @@ def deferred(claimed: ClaimedDelivery, until: datetime, reason: str) -> Outcome:
     return _uncounted(claimed, Status.PENDING, "deferred", reason, next_attempt_at=until)
 
 
+def already_sent(
+    claimed: ClaimedDelivery, provider: str, provider_msg_id: str | None, now: datetime
+) -> Outcome:
+    """Another attempt sent it, but its outcome was lost (a crash after the provider's
+    answer): SENT from what that attempt recorded, without calling the provider again."""
+    return Outcome(
+        delivery_id=claimed.id,
+        claimed_attempts=claimed.attempts,
+        status=Status.SENT,
+        attempts=claimed.attempts,
+        provider=provider,
+        provider_msg_id=provider_msg_id,
+        sent_at=now,
+        event="already_sent",
+        event_detail={"attempt": claimed.attempts},
+    )
+
+
 def cancelled(claimed: ClaimedDelivery) -> Outcome:
     """Its campaign was cancelled after the claim: dropped before the provider call."""
     return _uncounted(claimed, Status.CANCELLED, "cancelled", "campaign cancelled")

@@ -101,6 +101,7 @@ class _Account:
     retry_at: float | None = None
     open_for: float = 0.0
     probe_since: float | None = None
+    forced: bool = False  # opened because another dispatcher's breaker did
 
 
 class CircuitBreaker:
@@ -143,6 +144,23 @@ class CircuitBreaker:
         if state.status is BreakerStatus.HALF_OPEN and state.probe_since is not None:
             return now - state.probe_since >= self.settings.probe_timeout_seconds
         return state.status is not BreakerStatus.OPEN
+
+    def force_open(self, account: str, seconds: float) -> None:
+        """Open (or keep open) for ``seconds``: another dispatcher saw the outage."""
+        state = self._get(account)
+        now = self._clock()
+        self._advance(state, now)
+        if state.status is BreakerStatus.OPEN and (state.retry_at or 0) >= now + seconds:
+            return
+        if state.status is not BreakerStatus.OPEN:
+            self._open(state, now, seconds)
+        else:
+            state.retry_at = now + seconds
+        state.forced = True
+
+    def forced(self, account: str) -> bool:
+        """Whether the account is open because another dispatcher said so."""
+        return self._get(account).forced
 
     def cancel(self, account: str) -> None:
         """The call ``allow`` admitted was not made (no rate token, shutdown): free the probe."""
@@ -242,6 +260,7 @@ class CircuitBreaker:
             state.probe_since = None
 
     def _open(self, state: _Account, now: float, open_for: float) -> None:
+        state.forced = False
         state.status = BreakerStatus.OPEN
         state.open_for = open_for
         state.opened_at = now

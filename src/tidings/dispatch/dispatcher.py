@@ -9,10 +9,12 @@ import os
 import random
 import socket
 from collections.abc import Mapping
+from datetime import timedelta
 
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
+from tidings.dispatch.coordination import Coordination
 from tidings.dispatch.lane import Lane, LaneContext
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 
 # Seconds between reports of this dispatcher's breaker states (GET /v1/providers).
 PROVIDER_REPORT_INTERVAL = 2.0
+# A dispatcher that has not reported for this long is gone (killed): its share is free.
+LIVE_AFTER_SECONDS = 3 * PROVIDER_REPORT_INTERVAL
+# How often a dispatcher counts the live ones (a newcomer waits this long, and a half, for
+# the others to make room before it sends).
+FLEET_REFRESH_SECONDS = 0.5
 
 
 class Dispatcher:
@@ -46,9 +53,18 @@ class Dispatcher:
         settings = service.settings
         if not isinstance(providers, ProviderSet):
             providers = ProviderSet.per_channel(providers)
-        self.protection = Protection.from_settings(
-            providers, settings.breaker, settings.rate_limits
+        self.coordination = Coordination.connect(
+            settings.redis_url,
+            providers,
+            settings.rate_limits,
+            settings.lease_seconds,
+            settings.provider_timeout,
         )
+        self.protection = Protection.from_settings(
+            providers, settings.breaker, settings.rate_limits, self.coordination.limiter
+        )
+        self.protection.slots = self.coordination.slots
+        self.coordination.follow(self.protection.breaker)
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
@@ -77,6 +93,7 @@ class Dispatcher:
                 service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
             ),
             cancelled=self.cancelled,
+            dedup=self.coordination.dedup,
         )
         self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
 
@@ -87,9 +104,12 @@ class Dispatcher:
         writer = asyncio.create_task(self.writer.run(writer_stop))
         with contextlib.suppress(Exception):
             await self.cancelled.refresh(utcnow())  # before the first claim, if it can
+        with contextlib.suppress(Exception):
+            await self._join_fleet()  # this process's share before its first send
         helpers = [
             asyncio.create_task(self._reap(stop)),
             asyncio.create_task(self._report_providers(stop)),
+            asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
             asyncio.create_task(self.expander.run(stop)),
         ]
@@ -97,6 +117,9 @@ class Dispatcher:
             helpers.append(
                 asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
             )
+        if self.coordination.breakers is not None:
+            accounts = list(self.protection.providers.providers)
+            helpers.append(asyncio.create_task(self.coordination.breakers.run(stop, accounts)))
         try:
             await asyncio.gather(*(lane.run(stop) for lane in self.lanes))
         finally:
@@ -108,18 +131,59 @@ class Dispatcher:
             await asyncio.gather(*helpers, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await provider_state.forget(self.service.db, self.id)
+            await self.coordination.close()
 
     async def _report_providers(self, stop: asyncio.Event) -> None:
-        """Write this dispatcher's breaker states where any API process can read them."""
-        breaker = self.protection.breaker
+        """Write this dispatcher's breaker states where any API process can read them; the
+        rows also say that this dispatcher is alive (``_follow_fleet``)."""
         while not stop.is_set():
-            for account in self.protection.providers.providers:
-                breaker.state(account)  # so that accounts not used yet are listed too
             try:
-                await provider_state.report(self.service.db, self.id, breaker.snapshot(), utcnow())
+                await self._report()
             except Exception:
                 log.exception("reporting provider states failed; trying again")
             await sleep_unless(stop, PROVIDER_REPORT_INTERVAL)
+
+    async def _report(self) -> None:
+        breaker = self.protection.breaker
+        for account in self.protection.providers.providers:
+            breaker.state(account)  # so that accounts not used yet are listed too
+        states = breaker.snapshot()
+        shared = self.coordination.snapshot()
+        for state in states.values():
+            state["coordination"] = shared
+        await provider_state.report(self.service.db, self.id, states, utcnow())
+
+    async def _join_fleet(self) -> None:
+        """Report, count the fleet, take this process's share; when others are sending
+        already, start with empty buckets and give them a refresh to make room."""
+        await self._report()
+        if await self._take_share() > 1 and self.coordination.limiter is None:
+            self.protection.limiter.drain()
+            await asyncio.sleep(FLEET_REFRESH_SECONDS * 1.5)
+
+    async def _follow_fleet(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await sleep_unless(stop, FLEET_REFRESH_SECONDS)
+            try:
+                await self._take_share()
+            except Exception:
+                log.exception("counting live dispatchers failed; keeping the last share")
+
+    async def _take_share(self) -> int:
+        """This process's share of each rate while limits are not shared: 1 / the live
+        dispatchers (those that reported within ``LIVE_AFTER_SECONDS``)."""
+        since = utcnow() - timedelta(seconds=LIVE_AFTER_SECONDS)
+        live = max(1, await provider_state.live_dispatchers(self.service.db, since))
+        share = 1 / live
+        if share != self.coordination.share:
+            log.info(
+                "%d live dispatchers: without shared limits this one takes %.0f%% of each rate",
+                live,
+                100 * share,
+            )
+        self.coordination.share = share
+        self.protection.limiter.set_share(share)
+        return live
 
     async def _refresh_cancelled(self, stop: asyncio.Event) -> None:
         """Keep the cancelled campaigns known at most ``interval`` stale (their claimed

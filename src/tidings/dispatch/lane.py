@@ -13,6 +13,7 @@ from tidings.clock import utcnow
 from tidings.dispatch.attempt import (
     Sender,
     Target,
+    already_sent,
     cancelled,
     deferred,
     poisoned,
@@ -22,11 +23,13 @@ from tidings.dispatch.attempt import (
 from tidings.dispatch.lane_settings import LaneSettings
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
+from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
 from tidings.dispatch.send_checks import Checked, SendTimeChecks
-from tidings.dispatch.types import TypeRulebook
+from tidings.dispatch.types import TypeRulebook, TypeRules
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
+from tidings.states import Status
 from tidings.store import users
 from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery, claim_due
@@ -56,6 +59,7 @@ class LaneContext:
     sender: Sender
     protection: Protection
     cancelled: CancelledCampaigns
+    dedup: LocalDedup | RedisDedup
 
 
 class Lane:
@@ -247,13 +251,12 @@ class Lane:
                 context.providers.recorded_name(account),
                 protection.reporter(account),
             )
-            async with protection.bulkhead(account):
+            async with protection.in_flight(account):
                 if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
                     # Cancelled while this waited for its account's bulkhead: not sent.
                     outcome = cancelled(delivery)
                 else:
-                    now = utcnow()
-                    outcome = await context.sender.attempt(delivery, rules, target, now, profile)
+                    outcome = await self._attempt_once(delivery, rules, target, profile)
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
             protection.breaker.cancel(account)
@@ -262,6 +265,29 @@ class Lane:
         except Exception as error:
             outcome = self._poisoned(delivery, error)
         context.writer.put(outcome)
+
+    async def _attempt_once(
+        self,
+        delivery: ClaimedDelivery,
+        rules: TypeRules,
+        target: Target,
+        profile: UserProfile | None,
+    ) -> Outcome:
+        """The provider call behind the fleet's dedup key (dispatch/redis_guards.py)."""
+        dedup = self.context.dedup
+        verdict = await dedup.begin(delivery.id, delivery.attempts)
+        now = utcnow()
+        if isinstance(verdict, SentBefore):
+            return already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
+        if isinstance(verdict, Busy):
+            until = now + timedelta(seconds=verdict.seconds)
+            return deferred(delivery, until, "sending_elsewhere")
+        outcome = await self.context.sender.attempt(delivery, rules, target, now, profile)
+        sent = outcome.status is Status.SENT
+        await dedup.finish(
+            delivery.id, (outcome.provider or "", outcome.provider_msg_id) if sent else None
+        )
+        return outcome
 
     async def drain(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for in-flight sends, then cancel (release) the rest."""

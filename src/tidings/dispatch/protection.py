@@ -18,8 +18,9 @@ with those claims (oldest first), and a full claim comes again when the while is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker, counts_against
@@ -29,6 +30,7 @@ from tidings.dispatch.ratelimit import (
     RateLimitSettings,
     claim_pause,
 )
+from tidings.dispatch.redis_guards import RedisSlots
 from tidings.dispatch.routing import Admission, Target, admit
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import ProviderError
@@ -46,6 +48,8 @@ class Protection:
     limiter: RateLimiter
     bulkheads: dict[str, asyncio.Semaphore]
     clock: Callable[[], float] = time.monotonic
+    # The fleet's in-flight caps through Redis (None: this process's semaphores alone).
+    slots: RedisSlots | None = None
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
     _targets: dict[tuple[str, str, str | None], Target] = field(default_factory=dict)
     # Per priority: until when claims are bounded by tokens, and the accounts that ran out.
@@ -53,13 +57,18 @@ class Protection:
 
     @classmethod
     def from_settings(
-        cls, providers: ProviderSet, breaker: BreakerSettings, rate_limits: RateLimitSettings
+        cls,
+        providers: ProviderSet,
+        breaker: BreakerSettings,
+        rate_limits: RateLimitSettings,
+        limiter: RateLimiter | None = None,
     ) -> Protection:
+        """``limiter``: a shared one (Redis); by default this process's own."""
         rates = {name: a.rate_per_second for name, a in providers.accounts.items()}
         return cls(
             providers,
             CircuitBreaker(breaker),
-            LocalRateLimiter.from_settings(rate_limits, rates),
+            limiter or LocalRateLimiter.from_settings(rate_limits, rates),
             {
                 name: asyncio.Semaphore(account.max_in_flight)
                 for name, account in providers.accounts.items()
@@ -130,6 +139,17 @@ class Protection:
             chain = self.providers.chain(delivery.channel, platform)
             found = self._targets[key] = Target(Channel(key[0]), Category(key[1]), chain)
         return found
+
+    @contextlib.asynccontextmanager
+    async def in_flight(self, account: str) -> AsyncIterator[None]:
+        """One of the account's ``max_in_flight`` slots: this process's, and the fleet's
+        when they are shared through Redis."""
+        async with self.bulkhead(account):
+            if self.slots is None:
+                yield
+                return
+            async with self.slots.slot(account):
+                yield
 
     def bulkhead(self, account: str) -> asyncio.Semaphore:
         found = self.bulkheads.get(account)

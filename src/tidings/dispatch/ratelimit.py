@@ -101,6 +101,15 @@ class RateLimiter(Protocol):
         """Grant nothing for ``account`` for ``seconds`` (the provider said 429)."""
         ...
 
+    def set_share(self, share: float) -> None:
+        """This process's part of each rate when nothing shares the limits (1 / the live
+        dispatchers); a shared limiter applies it only while it cannot share."""
+        ...
+
+    def drain(self) -> None:
+        """Empty this process's own buckets (joining a fleet that sends at the full rate)."""
+        ...
+
 
 @dataclass
 class _Bucket:
@@ -150,7 +159,37 @@ class LocalRateLimiter:
         self.shares = validate_shares(shares or DEFAULT_SHARES)
         self.burst_seconds = burst_seconds
         self._clock = clock
+        self._rates = dict(rates)
+        self._share = 1.0
         self._accounts = {name: self._new_account(rate) for name, rate in rates.items()}
+
+    def drain(self) -> None:
+        """Empty every bucket: what this process takes over from a fleet that was sending
+        at the full rate (joining it, or Redis gone) must not start with a burst."""
+        now = self._clock()
+        for state in self._accounts.values():
+            for bucket in (state.shared, *state.classes.values()):
+                bucket.level, bucket.updated = min(bucket.level, 0.0), now
+
+    def set_share(self, share: float) -> None:
+        """Use ``share`` (0 < share <= 1) of every account's rate: this process's part when
+        several dispatchers send through the same accounts without a shared limiter."""
+        share = min(1.0, max(share, 1e-6))
+        if share == self._share:
+            return
+        self._share = share
+        now = self._clock()
+        for name, state in self._accounts.items():
+            rate = self._rates[name] * share
+            capacity = max(1.0, rate * self.burst_seconds)
+            state.shared.refill(now)
+            state.shared.rate, state.shared.capacity = rate, capacity
+            state.shared.level = min(state.shared.level, capacity)
+            for priority, bucket in state.classes.items():
+                bucket.refill(now)
+                bucket.rate = self.shares[priority] * rate
+                bucket.capacity = max(1.0, self.shares[priority] * capacity)
+                bucket.level = min(bucket.level, bucket.capacity)
 
     @classmethod
     def from_settings(

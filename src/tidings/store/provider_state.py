@@ -36,3 +36,12 @@ async def recent(db: Database, since: datetime) -> list[dict[str, Any]]:
     )
     async with db.engine.connect() as conn:
         return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+async def live_dispatchers(db: Database, since: datetime) -> int:
+    """How many dispatchers reported since ``since`` (each reports every few seconds)."""
+    query = sa.select(sa.func.count(sa.distinct(provider_state.c.dispatcher))).where(
+        provider_state.c.updated_at >= since
+    )
+    async with db.engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
