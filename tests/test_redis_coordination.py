@@ -216,3 +216,31 @@ async def test_a_dispatcher_on_redis_sends_and_leaves_dedup_keys(
     for delivery_id in ids:
         value = await redis_client.get(f"tidings:send:{delivery_id}")
         assert value is not None and value.decode().startswith("sent:"), value
+
+
+async def test_readyz_tells_whether_redis_answers(
+    service: Service, client: httpx.AsyncClient
+) -> None:
+    service.settings.redis_url = REDIS_URL
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["redis"] == "up"
+    service.settings.redis_url = f"redis://127.0.0.1:{free_port()}/0"
+    degraded = await client.get("/readyz")
+    # Still ready: the dispatchers fall back to their own shares; the answer says so.
+    assert degraded.status_code == 200
+    assert degraded.json()["redis"].startswith("unreachable")
+
+
+async def test_providers_show_how_limits_are_shared(
+    service: Service, client: httpx.AsyncClient
+) -> None:
+    service.settings.redis_url = REDIS_URL
+    async with running_dispatcher(service, ScriptedProvider()):
+
+        async def reported() -> list[dict[str, object]]:
+            shown = (await client.get("/v1/providers")).json()
+            return [b["state"]["coordination"] for a in shown["accounts"] for b in a["breakers"]]
+
+        found = await eventually(reported, within=10)
+    assert found[0]["mode"] == "redis" and found[0]["localShare"] == 1.0
+    assert found[0]["redis"] == {"up": True, "downSince": None, "lastError": None}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis.asyncio as aioredis
 import sqlalchemy as sa
 from fastapi import APIRouter, Request
+from redis.exceptions import RedisError
 
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
@@ -40,4 +42,21 @@ async def readyz(request: Request) -> Any:
             "migrations_pending",
             f"schema at {current}, latest is {head}: run `tidings migrate`",
         )
-    return {"status": "ready", "schema": current}
+    answer: dict[str, Any] = {"status": "ready", "schema": current}
+    if service.settings.redis_url:
+        # Not a reason to be unready: without Redis, dispatchers fall back to their own
+        # share of each rate (docs/architecture.md, Lanes and reserved rate shares: Many dispatchers).
+        answer["redis"] = await redis_state(service.settings.redis_url)
+    return answer
+
+
+async def redis_state(url: str) -> str:
+    """"up", or "unreachable (...)" when Redis does not answer a PING within half a second."""
+    client = aioredis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as error:
+        return f"unreachable ({type(error).__name__}): limits fall back to per-process shares"
+    finally:
+        await client.aclose()
+    return "up"
