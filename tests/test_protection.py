@@ -34,7 +34,7 @@ from tidings.api.app import create_app
 from tidings.clock import utcnow
 from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.protection import BOUNDED_CLAIM_SECONDS, Protection
+from tidings.dispatch.protection import Protection
 from tidings.dispatch.ratelimit import LocalRateLimiter
 from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Priority
@@ -115,28 +115,49 @@ def _claimed(channel: str, category: str) -> ClaimedDelivery:
     )
 
 
-async def test_after_putting_work_back_a_lane_claims_only_what_has_tokens() -> None:
-    """With an unlimited account on another channel a lane cannot bound its claims by
-    tokens; once a claim had to be put back it does, for a while, so that a backlog for
-    the limited account is not claimed and put back in a loop."""
+async def test_claims_are_sized_by_the_accounts_the_rows_will_use() -> None:
+    """An idle rate-limited account of another channel lends its tokens to nobody: the
+    email backlog is claimed by the email account's tokens alone, the unlimited channels
+    together up to what the lane wants, and an account whose breaker is open hands its
+    channel to the next in the chain."""
     clock = FakeClock()
     noop = NoopProvider()
     providers = ProviderSet(
-        {"sg": noop, "sink": noop}, {"email": ["sg"], "sms": ["sink"], "push": ["sink"]}
+        {"sg": noop, "smtp": noop, "tw": noop, "sink": noop},
+        {"email": ["sg", "smtp"], "sms": ["tw"], "push": ["sink"], "webhook": ["sink"]},
     )
+    rates = {"sg": 10.0, "smtp": 40.0, "tw": 40.0}
+    limiter = LocalRateLimiter(rates, burst_seconds=0.5, clock=clock)
+    breaker = CircuitBreaker(clock=clock)
+    protection = Protection(providers, breaker, limiter, {}, clock=clock)
+    low = Priority.LOW
+    # sg's bucket holds 5 tokens, LOW may take 3 of them; tw's idle 20 do not count for email.
+    budgets = dict(protection.claim_budgets(low, 50))
+    assert budgets == {
+        frozenset({"push", "webhook"}): 50,
+        frozenset({"email"}): 3,
+        frozenset({"sms"}): 12,
+    }
+    admission = await protection.admit([_claimed("email", "marketing")] * 3, low)
+    assert len(admission.send) == 3 and not admission.defer
+    assert dict(protection.claim_budgets(low, 50))[frozenset({"email"})] == 0
+    for _ in range(5):
+        breaker.record_failure("sg")  # sg's breaker opens: email goes to smtp now
+    assert dict(protection.claim_budgets(low, 50))[frozenset({"email"})] == 12
+
+
+async def test_without_an_unlimited_channel_a_lane_waits_for_the_next_token() -> None:
+    clock = FakeClock()
+    noop = NoopProvider()
+    providers = ProviderSet({"sg": noop}, {"email": ["sg"]})
     limiter = LocalRateLimiter({"sg": 10.0}, burst_seconds=0.5, clock=clock)
     protection = Protection(providers, CircuitBreaker(clock=clock), limiter, {}, clock=clock)
     low = Priority.LOW
-    assert protection.claimable(low, 50) == 50  # SMS and push rows could all be sent
-
-    admission = await protection.admit([_claimed("email", "marketing")] * 10, low)
-    assert admission.send and admission.defer
-    assert protection.claimable(low, 50) == 0
-    assert 0 < protection.claim_pause(low) <= BOUNDED_CLAIM_SECONDS
+    await protection.admit([_claimed("email", "marketing")] * 3, low)
+    assert protection.claim_budgets(low, 50) == [(frozenset({"email"}), 0)]
+    assert 0 < protection.budget_pause(low) <= 1 / (10 * 0.6) + 1e-9
     clock.now += 1 / (10 * 0.6)  # LOW's share refills one token
-    assert protection.claimable(low, 50) == 1
-    clock.now += BOUNDED_CLAIM_SECONDS
-    assert protection.claimable(low, 50) == 50
+    assert protection.claim_budgets(low, 50) == [(frozenset({"email"}), 1)]
 
 
 # --- Outage -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
+ALL_CHANNELS = frozenset(channel.value for channel in Channel)
 # How long a busy lane waits for more free slots before claiming for just a few.
 GATHER_SECONDS = 0.002
 
@@ -99,31 +100,37 @@ class Lane:
             await sleep_unless(stop, GATHER_SECONDS)
             free = self.settings.concurrency - self.in_flight
         wanted = min(free, self.settings.claim_batch)
-        tokens = self.context.protection.claimable(self.priority, wanted)
-        if tokens == 0:
+        budgets = self.context.protection.claim_budgets(self.priority, wanted)
+        if not any(limit for _, limit in budgets):
             # Every account is out of tokens for this priority: claim nothing now, so
             # that nothing is claimed only to be put back.
-            pause = self.context.protection.claim_pause(self.priority)
+            pause = self.context.protection.budget_pause(self.priority)
             await sleep_unless(stop, min(max(pause, 0.005), self.settings.poll_interval))
             return
-        claimed = await self._claim(tokens)
+        claimed: list[ClaimedDelivery] = []
+        for channels, limit in budgets:
+            claimed += await self._claim(min(limit, wanted - len(claimed)), channels)
         send, profiles = await self._still_wanted(claimed)
         for delivery, account in await self._admit(send):
             self._start(delivery, profiles.get(delivery.user_id or ""), account)
-        if len(claimed) < tokens:
+        if len(claimed) < min(wanted, sum(limit for _, limit in budgets)):
             # Nothing more is due: sleep until woken, or until the next poll.
             await first_of(
                 self.context.wakeup.wait(self.priority, self.settings.poll_interval),
                 stop.wait(),
             )
 
-    async def _claim(self, limit: int) -> list[ClaimedDelivery]:
+    async def _claim(self, limit: int, channels: frozenset[str]) -> list[ClaimedDelivery]:
+        """Up to ``limit`` due deliveries of ``channels`` (every channel: no filter)."""
+        if limit <= 0:
+            return []
+        wanted = None if channels >= ALL_CHANNELS else channels
         now = utcnow()
         lease_until = now + timedelta(seconds=self.context.lease_seconds)
         try:
             await self.context.types.refresh_if_stale()
             await self.context.sender.composer.templates.refresh_if_stale()
-            return await claim_due(self.context.db, self.priority, limit, now, lease_until)
+            return await claim_due(self.context.db, self.priority, limit, now, lease_until, wanted)
         except Exception:
             log.exception(
                 "%s lane: claim failed; retrying after the poll interval", self.priority.value

@@ -6,13 +6,12 @@ it has tokens for), a failing account trips its breaker, transactional email and
 over down their channel's chain, and each account has its own limit of requests in flight
 so that a slow provider stalls only itself.
 
-A lane claims for every channel, so while any primary account is unlimited (the sink, a
-push project without a rate) it cannot bound a claim by tokens, and a backlog for a
-rate-limited account would be claimed and put back in a loop (hundreds of rows a second
-for a few sent, each a write, and CPU that HIGH's sends then wait for). So once a claim put
-work back for want of a token, the lane claims for a while (``BOUNDED_CLAIM_SECONDS``) only
-as many as the rate-limited accounts have tokens for; rows for unlimited accounts still come
-with those claims (oldest first), and a full claim comes again when the while is over.
+A lane sizes its claims by the accounts the claimed rows will use (``claim_budgets``): one
+claim for the channels whose account is unlimited (the sink, a push project without a
+rate), and one per rate-limited channel of no more than that channel's account has tokens
+for. Summing every account's tokens instead let an idle account of another channel lend
+its tokens to a backlog that could not use them: claimed, a few sent, the rest put back,
+over and over.
 """
 
 from __future__ import annotations
@@ -37,9 +36,6 @@ from tidings.providers.base import ProviderError
 from tidings.providers.chains import ProviderSet
 from tidings.store.claims import ClaimedDelivery
 
-# How long a lane bounds its claims by tokens after a claim put work back for want of one.
-BOUNDED_CLAIM_SECONDS = 0.5
-
 
 @dataclass
 class Protection:
@@ -52,8 +48,6 @@ class Protection:
     slots: RedisSlots | None = None
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
     _targets: dict[tuple[str, str, str | None], Target] = field(default_factory=dict)
-    # Per priority: until when claims are bounded by tokens, and the accounts that ran out.
-    _bounded: dict[Priority, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(
@@ -79,39 +73,38 @@ class Protection:
     def primaries(self) -> set[str]:
         return {chain[0] for chain in self.providers.chains.values() if chain}
 
-    def claimable(self, priority: Priority, wanted: int) -> int:
-        """How many deliveries a lane may claim: no more than its accounts have tokens
-        (any unlimited primary: ``wanted``, unless claims are bounded just now)."""
-        bounded = self._bounded_accounts(priority)
-        total = 0
-        for account in self.primaries | (bounded or set()):
-            available = self.limiter.available(account, priority)
-            if available is None:
-                if bounded is None:
-                    return wanted
+    def claim_budgets(self, priority: Priority, wanted: int) -> list[tuple[frozenset[str], int]]:
+        """What a lane may claim now, by the accounts the rows will use: one claim of up to
+        ``wanted`` for the channels whose account is unlimited, and one per rate-limited
+        channel of no more than its account has tokens for (an idle account of another
+        channel lends none). The account is the first in the chain its breaker allows."""
+        unlimited: set[str] = set()
+        budgets: list[tuple[frozenset[str], int]] = []
+        for channel, accounts in self._channel_accounts().items():
+            tokens = [self.limiter.available(account, priority) for account in accounts]
+            if any(t is None for t in tokens):
+                unlimited.add(channel)
+            else:
+                budgets.append((frozenset({channel}), min(wanted, sum(t or 0 for t in tokens))))
+        if unlimited:
+            budgets.insert(0, (frozenset(unlimited), wanted))
+        return budgets
+
+    def _channel_accounts(self) -> dict[str, set[str]]:
+        """Per channel, the accounts its next sends go to (push: every platform's chain)."""
+        found: dict[str, set[str]] = {}
+        for name, chain in self.providers.chains.items():
+            if not chain:
                 continue
-            total += available
-        return min(wanted, total)
+            allowed = [a for a in chain if self.breaker.would_allow(a)]
+            found.setdefault(name.split("_")[0], set()).add((allowed or chain)[0])
+        return found
 
-    def claim_pause(self, priority: Priority) -> float:
-        bounded = self._bounded_accounts(priority)
-        if bounded is None:
-            return claim_pause(self.limiter, priority, self.primaries)
-        limited = [
-            account
-            for account in self.primaries | bounded
-            if self.limiter.available(account, priority) is not None
-        ]
-        until, _accounts = self._bounded[priority]
-        wait = claim_pause(self.limiter, priority, limited) if limited else 0.0
-        return min(wait, max(0.0, until - self.clock()))
-
-    def _bounded_accounts(self, priority: Priority) -> frozenset[str] | None:
-        """The accounts that ran out of tokens while claims are bounded, else None."""
-        found = self._bounded.get(priority)
-        if found is None or found[0] <= self.clock():
-            return None
-        return found[1]
+    def budget_pause(self, priority: Priority) -> float:
+        """Seconds until any rate-limited channel's account has a token (when every budget
+        is 0: there is no unlimited channel)."""
+        accounts = {a for accounts in self._channel_accounts().values() for a in accounts}
+        return claim_pause(self.limiter, priority, accounts)
 
     async def admit(
         self,
@@ -126,11 +119,7 @@ class Protection:
         def target(delivery: ClaimedDelivery) -> Target:
             return self._target(delivery, known.get(delivery.address))
 
-        admission = await admit(deliveries, priority, target, self.breaker, self.limiter)
-        short = frozenset(wait.account for _, wait in admission.defer if wait.account)
-        if short:
-            self._bounded[priority] = (self.clock() + BOUNDED_CLAIM_SECONDS, short)
-        return admission
+        return await admit(deliveries, priority, target, self.breaker, self.limiter)
 
     def _target(self, delivery: ClaimedDelivery, platform: str | None) -> Target:
         key = (delivery.channel, delivery.category, platform)

@@ -9,7 +9,7 @@ are listed once (``CLAIM_COLUMNS``), and the RETURNING clause and ``ClaimedDeliv
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -68,17 +68,17 @@ def _claimed(row: Mapping[str, Any]) -> ClaimedDelivery:
     return ClaimedDelivery(**{name: row[name] for name in CLAIM_COLUMNS})
 
 
-def _due(priority: Priority, now: datetime, limit: int) -> sa.Select[Any]:
-    return (
-        sa.select(delivery.c.id)
-        .where(
-            delivery.c.status == Status.PENDING.value,
-            delivery.c.priority == priority.value,
-            delivery.c.next_attempt_at <= now,
-        )
-        .order_by(delivery.c.next_attempt_at)
-        .limit(limit)
+def _due(
+    priority: Priority, now: datetime, limit: int, channels: list[str] | None
+) -> sa.Select[Any]:
+    query = sa.select(delivery.c.id).where(
+        delivery.c.status == Status.PENDING.value,
+        delivery.c.priority == priority.value,
+        delivery.c.next_attempt_at <= now,
     )
+    if channels is not None:
+        query = query.where(delivery.c.channel.in_(channels))
+    return query.order_by(delivery.c.next_attempt_at).limit(limit)
 
 
 def _claim_values(now: datetime, lease_until: datetime) -> dict[str, Any]:
@@ -91,14 +91,21 @@ def _claim_values(now: datetime, lease_until: datetime) -> dict[str, Any]:
 
 
 async def claim_due(
-    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+    db: Database,
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    channels: Collection[str] | None = None,
 ) -> list[ClaimedDelivery]:
-    """Atomically take up to ``limit`` due deliveries of one priority."""
+    """Atomically take up to ``limit`` due deliveries of one priority (of ``channels``
+    only, when given)."""
     if limit <= 0:
         return []
+    wanted = sorted(channels) if channels is not None else None
     if db.is_postgres:
-        return await _claim_postgres(db, priority, limit, now, lease_until)
-    return await _claim_sqlite(db, priority, limit, now, lease_until)
+        return await _claim_postgres(db, priority, limit, now, lease_until, wanted)
+    return await _claim_sqlite(db, priority, limit, now, lease_until, wanted)
 
 
 # Concurrent dispatchers skip each other's locked rows. Plain SQL through asyncpg: this runs
@@ -106,7 +113,7 @@ async def claim_due(
 _PG_CLAIM = """
 WITH due AS (
     SELECT id FROM delivery
-    WHERE status = 'PENDING' AND priority = $1 AND next_attempt_at <= $2
+    WHERE status = 'PENDING' AND priority = $1 AND next_attempt_at <= $2 {channels}
     ORDER BY next_attempt_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -116,29 +123,48 @@ SET status = 'SENDING', attempts = d.attempts + 1, lease_until = $4, updated_at 
 FROM due, notification AS n
 WHERE d.id = due.id AND n.id = d.notification_id
 RETURNING {returning}
-""".format(
-    returning=", ".join(
-        [f"d.{c.name}" for c in _DELIVERY_COLUMNS] + [f"n.{c.name}" for c in _NOTIFICATION_COLUMNS]
-    )
+"""
+_RETURNING = ", ".join(
+    [f"d.{c.name}" for c in _DELIVERY_COLUMNS] + [f"n.{c.name}" for c in _NOTIFICATION_COLUMNS]
+)
+_PG_CLAIM_ANY = _PG_CLAIM.format(channels="", returning=_RETURNING)
+# A lane sizes a claim per rate-limited channel (dispatch/protection.claim_budgets).
+_PG_CLAIM_CHANNELS = _PG_CLAIM.format(
+    channels="AND channel = ANY($5::text[])", returning=_RETURNING
 )
 
 
 async def _claim_postgres(
-    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+    db: Database,
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    channels: list[str] | None,
 ) -> list[ClaimedDelivery]:
     async with db.asyncpg() as conn:
-        rows = await conn.fetch(_PG_CLAIM, priority.value, now, limit, lease_until)
+        if channels is None:
+            rows = await conn.fetch(_PG_CLAIM_ANY, priority.value, now, limit, lease_until)
+        else:
+            rows = await conn.fetch(
+                _PG_CLAIM_CHANNELS, priority.value, now, limit, lease_until, channels
+            )
     return [_claimed(row) for row in rows]
 
 
 async def _claim_sqlite(
-    db: Database, priority: Priority, limit: int, now: datetime, lease_until: datetime
+    db: Database,
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    channels: list[str] | None,
 ) -> list[ClaimedDelivery]:
     # UPDATE ... WHERE id IN (SELECT ...) RETURNING: SQLite has one writer at a time, so
     # the statement is atomic; RETURNING cannot name a joined table, hence the second query.
     statement = (
         sa.update(delivery)
-        .where(delivery.c.id.in_(_due(priority, now, limit).scalar_subquery()))
+        .where(delivery.c.id.in_(_due(priority, now, limit, channels).scalar_subquery()))
         .values(_claim_values(now, lease_until))
         .returning(*_DELIVERY_COLUMNS)
     )

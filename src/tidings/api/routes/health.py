@@ -45,13 +45,13 @@ async def readyz(request: Request) -> Any:
     answer: dict[str, Any] = {"status": "ready", "schema": current}
     if service.settings.redis_url:
         # Not a reason to be unready: without Redis, dispatchers fall back to their own
-        # share of each rate (docs/architecture.md, Lanes and reserved rate shares: Many dispatchers).
+        # share of each rate (docs/architecture.md, Many dispatchers).
         answer["redis"] = await redis_state(service.settings.redis_url)
     return answer
 
 
 async def redis_state(url: str) -> str:
-    """"up", or "unreachable (...)" when Redis does not answer a PING within half a second."""
+    """ "up", or "unreachable (...)" when Redis does not answer a PING within half a second."""
     client = aioredis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
     try:
         await client.ping()
