@@ -26,12 +26,11 @@ Semantics (``LocalRateLimiter``; a Redis implementation must keep them):
   the shared bucket into debt so that nothing is granted for that long.
 - Accounts without a rate are unlimited.
 
-How a lane uses it: a lane claims deliveries of one priority for every channel and account,
-so it cannot know before claiming which accounts the rows will need. It claims, routes each
-delivery to an account (``tidings.dispatch.routing.admit``), acquires per account, and
-defers the ones without a token (``attempt.deferred``: the attempt is given back) until
-``next_token_in``. To avoid claiming only to put back, ``claim_pause`` tells the lane to
-sleep while none of the accounts it serves could send at its priority.
+How a lane uses it: it asks ``available`` per channel's account to size its claims (one
+per rate-limited channel: ``Protection.claim_budgets``), claims, routes each delivery to an
+account (``tidings.dispatch.routing.admit``), acquires per account, and defers the ones
+without a token (``attempt.deferred``: the attempt is given back) until ``next_token_in``;
+``claim_pause`` tells it how long to sleep when no account has a token.
 """
 
 from __future__ import annotations
