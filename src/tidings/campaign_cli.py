@@ -22,11 +22,11 @@ from tidings.cli import (
     Command,
     JsonOption,
     UrlOption,
-    _error_text,
-    _fail,
-    _request,
     app,
     console,
+    error_text,
+    fail,
+    http_request,
     new_typer,
 )
 
@@ -48,11 +48,11 @@ IdArgument = Annotated[str, typer.Argument(metavar="CAMPAIGN_ID", help="The camp
 def _answer(response: httpx.Response, *expected: int) -> dict[str, Any]:
     """The JSON body of an expected answer; any other prints the API's error and exits 1."""
     if response.status_code not in expected:
-        _fail(_error_text(response))
+        fail(error_text(response))
     try:
         body: dict[str, Any] = response.json()
     except ValueError:
-        _fail(f"{response.status_code}: the answer is not JSON: {response.text[:200]}")
+        fail(f"{response.status_code}: the answer is not JSON: {response.text[:200]}")
         raise  # unreachable; keeps type checkers content
     return body
 
@@ -63,7 +63,7 @@ def _json_option(text: str | None, option: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        _fail(f"{option} is not valid JSON: {error}")
+        fail(f"{option} is not valid JSON: {error}")
 
 
 def _print_json(body: Any) -> None:
@@ -138,7 +138,7 @@ def _campaign_command(dry_run: bool) -> Callable[..., None]:
     ) -> None:
         audiences = [a for a in (topic, user, segment) if a]
         if len(audiences) != 1:
-            _fail("give exactly one audience: --topic, --user (repeatable) or --segment")
+            fail("give exactly one audience: --topic, --user (repeatable) or --segment")
         audience = (
             {"topic": topic}
             if topic
@@ -166,14 +166,14 @@ def _campaign_command(dry_run: bool) -> Callable[..., None]:
         if dry_run:
             params = {"dryRun": "true"}
             forecast = _answer(
-                _request("POST", target, json=body, headers=headers, params=params), 200
+                http_request("POST", target, json=body, headers=headers, params=params), 200
             )
             if as_json:
                 _print_json(forecast)
             else:
                 _print_forecast(forecast)
             return
-        answer = _answer(_request("POST", target, json=body, headers=headers), 202)
+        answer = _answer(http_request("POST", target, json=body, headers=headers), 202)
         if as_json:
             _print_json(answer)
         else:
@@ -248,7 +248,7 @@ def _print_forecast(forecast: dict[str, Any]) -> None:
 
 
 def _fetch(url: str, campaign_id: str) -> dict[str, Any]:
-    return _answer(_request("GET", f"{url}/v1/campaigns/{campaign_id}"), 200)
+    return _answer(http_request("GET", f"{url}/v1/campaigns/{campaign_id}"), 200)
 
 
 def _when(text: str | None) -> str:
@@ -382,7 +382,7 @@ def campaign_cancel(
     """Stop a campaign: nothing more of it is sent. Prints its final counts (the same for a
     finished or already cancelled campaign)."""
     target = f"{url}/v1/campaigns/{campaign_id}/cancel"
-    body = _answer(_request("POST", target, timeout=CANCEL_TIMEOUT), 200)
+    body = _answer(http_request("POST", target, timeout=CANCEL_TIMEOUT), 200)
     if as_json:
         _print_json(body)
         return
@@ -408,7 +408,7 @@ def campaign_list(
 ) -> None:
     """List campaigns, newest first."""
     params: dict[str, Any] = {"limit": limit, **({"after": after} if after else {})}
-    body = _answer(_request("GET", f"{url}/v1/campaigns", params=params), 200)
+    body = _answer(http_request("GET", f"{url}/v1/campaigns", params=params), 200)
     if as_json:
         _print_json(body)
         return

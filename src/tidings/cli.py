@@ -132,21 +132,21 @@ def migrate(config: ConfigOption = None) -> None:
     console.print(f"schema at revision {asyncio.run(_migrate())}")
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
     # Not cut into lines: a message names its field whole, for grep and copy.
     console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
-def _request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> httpx.Response:
+def http_request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> httpx.Response:
     try:
         return httpx.request(method, url, timeout=timeout, **kwargs)
     except httpx.HTTPError as error:
-        _fail(f"cannot reach {url}: {error}")
+        fail(f"cannot reach {url}: {error}")
         raise  # unreachable; keeps type checkers content
 
 
-def _error_text(response: httpx.Response) -> str:
+def error_text(response: httpx.Response) -> str:
     try:
         error = response.json()["error"]
         field = f" (field: {error['field']})" if error.get("field") else ""
@@ -184,15 +184,15 @@ def send(
     try:
         payload: dict[str, Any] = {"type": type_, "data": json.loads(data)}
     except json.JSONDecodeError as error:
-        _fail(f"--data is not valid JSON: {error}")
+        fail(f"--data is not valid JSON: {error}")
         return
     to = {k: v for k, v in (("email", email), ("phone", phone)) if v}
     optional = {"userId": user, "to": to or None, "channels": channel, "priority": priority}
     payload.update({k: v for k, v in optional.items() if v})
     headers = {"Idempotency-Key": key or str(uuid.uuid4())}
-    response = _request("POST", f"{url}/v1/notifications", json=payload, headers=headers)
+    response = http_request("POST", f"{url}/v1/notifications", json=payload, headers=headers)
     if response.status_code != 202:
-        _fail(_error_text(response))
+        fail(error_text(response))
     print(response.json()["id"])
 
 
@@ -203,9 +203,9 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """Show a notification's deliveries: status, attempts, errors, history."""
-    response = _request("GET", f"{url}/v1/notifications/{notification_id}")
+    response = http_request("GET", f"{url}/v1/notifications/{notification_id}")
     if response.status_code != 200:
-        _fail(_error_text(response))
+        fail(error_text(response))
     body = response.json()
     if as_json:
         print(json.dumps(body, indent=2))
@@ -227,9 +227,9 @@ def status(
 @app.command(cls=Command)
 def providers(url: UrlOption = "http://127.0.0.1:8000", as_json: JsonOption = False) -> None:
     """Show each channel's failover chain and every account's circuit breaker."""
-    response = _request("GET", f"{url}/v1/providers")
+    response = http_request("GET", f"{url}/v1/providers")
     if response.status_code != 200:
-        _fail(_error_text(response))
+        fail(error_text(response))
     body = response.json()
     if as_json:
         print(json.dumps(body, indent=2))
@@ -282,9 +282,9 @@ def dlq_list(
 ) -> None:
     """List failed deliveries (exhausted and poison by default)."""
     params: dict[str, Any] = {"limit": limit, "kind": kind or []}
-    response = _request("GET", f"{url}/v1/dead-letters", params=params)
+    response = http_request("GET", f"{url}/v1/dead-letters", params=params)
     if response.status_code != 200:
-        _fail(_error_text(response))
+        fail(error_text(response))
     if as_json:
         print(json.dumps(response.json(), indent=2))
         return
@@ -315,12 +315,12 @@ def dlq_replay(
     """Send failed deliveries again, with fresh attempts."""
     failed = False
     for delivery_id in delivery_ids:
-        response = _request("POST", f"{url}/v1/deliveries/{delivery_id}/replay")
+        response = http_request("POST", f"{url}/v1/deliveries/{delivery_id}/replay")
         if response.status_code == 200:
             console.print(f"{delivery_id}: PENDING")
         else:
             failed = True
-            console.print(f"{delivery_id}: {_error_text(response)}", highlight=False)
+            console.print(f"{delivery_id}: {error_text(response)}", highlight=False)
     if failed:
         raise typer.Exit(1)
 
@@ -343,19 +343,19 @@ def templates_apply(
     try:
         files = read_templates(folder)
     except TemplateFileError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     failed = False
     for item in files:
         target = f"{url}/v1/templates/{item.type}/{item.channel}/{item.locale}"
-        response = _request("PUT", target, json=item.parts)
+        response = http_request("PUT", target, json=item.parts)
         if response.status_code in (200, 201):
             version = response.json()["version"]
             change = "new version" if response.status_code == 201 else "unchanged"
             console.print(f"{item.path}: version {version} ({change})", highlight=False)
         else:
             failed = True
-            console.print(f"{item.path}: {_error_text(response)}", highlight=False)
+            console.print(f"{item.path}: {error_text(response)}", highlight=False)
     if failed:
         raise typer.Exit(1)
 
