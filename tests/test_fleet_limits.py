@@ -11,7 +11,6 @@ import socket
 import subprocess
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"
 
 KEY = "SG.fleet-test"
 LIMIT = 40
+# The account's bucket (the default half second's worth: 20 tokens at 40/s). A token bucket
+# lets any window of W seconds hold R * W + C: after a lull (a loaded machine falling
+# behind) one second may hold R + C, which the provider's own bucket (a second's worth)
+# accepts. On a quiet machine the dispatchers keep the bucket empty and no second holds more
+# than R + 1; under CI's load that cannot be promised, so the bound tested is R + C.
+BURST_SECONDS = 0.5
+BUCKET = LIMIT * BURST_SECONDS
 HIGH, LOW = 200, 1000
 
 
@@ -56,6 +62,7 @@ def fleet_env(database_url: str, sim: Simulator, redis_url: str | None) -> dict[
         "accounts": {"sendgrid-main": account},
         "providers": {"email": "sendgrid-main"},
         "reaper_interval": 1,
+        "rate_limits": {"burst_seconds": BURST_SECONDS},
         "secret_key": "fleet-test",
     }
     if redis_url:
@@ -113,23 +120,18 @@ def check_the_simulator(sim: Simulator) -> None:
     assert len({r.address for r in received}) == HIGH + LOW  # every one, each once
     assert len(received) == HIGH + LOW
     first = min(r.at for r in received)
-    # Start-up may spend the full bucket at once (half a second's worth, as the provider's
-    # own full bucket allows), and the first requests also wait for connections, so grants
-    # of one second arrive in the next: the first 3 s are left out. After that no second
-    # of the clock holds more than the limit (one more for a token granted at a second's
-    # edge); a sliding window may catch a few more, from the jitter between a grant and the
-    # request's arrival, which the simulator's own bucket absorbs (no 429).
-    steady = [r.at for r in received if r.at >= first + 3.0]
-    per_second = Counter(int(at) for at in steady)
-    del per_second[max(per_second)]  # the last second is cut short, not late
-    assert max(per_second.values()) <= LIMIT + 1, per_second
-    assert max(windows(steady)) <= LIMIT * 1.1, max(windows(steady))
+    # No one-second window holds more than the limit and the account's bucket (R * 1 + C,
+    # the bound of a token bucket, whose C the provider's own bucket exceeds), give or take
+    # one request for the jitter between a grant and its arrival; the first second, when
+    # the first connections are being opened, is left out.
+    steady = [r.at for r in received if r.at >= first + 1.0]
+    assert max(windows(steady)) <= LIMIT + BUCKET + 1, max(windows(steady))
     # LOW held to its 60 % share while HIGH also sends: 0.6 R a second, plus its own class
-    # bucket (0.6 of the half second's worth), which it may spend once when it starts.
+    # bucket (0.6 C), give or take one for the arrival jitter.
     high_until = max(r.at for r in received if r.address.startswith("high-"))
     low = [r.at for r in received if r.address.startswith("low-") and r.at <= high_until]
     if low:
-        assert max(windows(low)) <= 0.6 * LIMIT * 1.5 + 1, max(windows(low))
+        assert max(windows(low)) <= 0.6 * (LIMIT + BUCKET) + 1, max(windows(low))
 
 
 async def test_two_dispatchers_share_one_limit_through_redis(
