@@ -13,9 +13,8 @@ import array
 import random
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from tidings.campaigns.expansion import Planner, Recipients, page_drafts
@@ -84,7 +83,7 @@ async def dry_run(
     """Forecast ``campaign`` (a row not stored; its audience size is counted here)."""
     rng = rng or random.Random()
     size = await audiences.size(db, campaign.audience)
-    campaign = _with_size(campaign, size)
+    campaign = replace(campaign, audience_size=size)
     planner = Planner(campaign, spread_seconds(campaign, settings.due_spread_seconds), rng)
     result = DryRun(size, {c: ChannelPlan() for c in campaign.channels}, array.array("d"))
     cursor, ordinal = None, 0
@@ -97,11 +96,6 @@ async def dry_run(
         if len(ids) < settings.page_size:
             return result
         cursor, ordinal = ids[-1], ordinal + len(ids)
-
-
-def _with_size(campaign: Campaign, size: int) -> Campaign:
-    values: dict[str, Any] = {**campaign.__dict__, "audience_size": size}
-    return Campaign(**values)
 
 
 async def _judge(

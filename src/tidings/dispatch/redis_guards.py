@@ -88,7 +88,10 @@ class RedisDedup:
             if await self.client.set(key, f"sending:{attempt}", nx=True, px=self.sending_ttl_ms):
                 self.health.succeeded()
                 return Go()
-            value, ttl = await self.client.get(key), await self.client.pttl(key)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(key)
+            pipe.pttl(key)
+            value, ttl = await pipe.execute()
         except (RedisError, OSError) as error:
             self.health.failed(error)
             return Go()
@@ -196,7 +199,10 @@ class BreakerSync:
         try:
             for name, key in zip(names, keys, strict=True):
                 await self._publish(name, key)
-            remaining = [await self.client.pttl(key) for key in keys]
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.pttl(key)
+            remaining = await pipe.execute()
         except (RedisError, OSError) as error:
             self.health.failed(error)
             return

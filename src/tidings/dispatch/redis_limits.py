@@ -156,7 +156,7 @@ class RedisRateLimiter:
         rate = self.rates.get(account)
         return None if rate is None else max(1.0, rate * self.burst_seconds)
 
-    def _args(self, account: str, priority: Priority) -> list[Any]:
+    def _args(self, account: str, priority: Priority, wanted: int) -> list[Any]:
         rate = self.rates[account]
         capacity = max(1.0, rate * self.burst_seconds)
         reserve = (1 - self.shares[priority]) * (capacity - 1)
@@ -164,15 +164,14 @@ class RedisRateLimiter:
         for cap, share in self.shares.items():
             if share < 1 and priority.at_most(cap):
                 classes += [cap.value, share]
-        return [rate, capacity, 0, reserve, *classes]
+        return [rate, capacity, wanted, reserve, *classes]
 
     async def acquire(self, account: str, priority: Priority, wanted: int) -> int:
         if account not in self.rates or wanted <= 0:
             return max(0, wanted)
         if not self.health.should_try() or not await self._resume():
             return self._local(account, priority, wanted)
-        args = self._args(account, priority)
-        args[2] = wanted
+        args = self._args(account, priority, wanted)
         try:
             granted, wait, available = await self._acquire(keys=[KEY_PREFIX + account], args=args)
         except (RedisError, OSError) as error:

@@ -142,13 +142,10 @@ async def _claim_postgres(
     lease_until: datetime,
     channels: list[str] | None,
 ) -> list[ClaimedDelivery]:
+    args: list[Any] = [priority.value, now, limit, lease_until]
+    statement = _PG_CLAIM_ANY if channels is None else _PG_CLAIM_CHANNELS
     async with db.asyncpg() as conn:
-        if channels is None:
-            rows = await conn.fetch(_PG_CLAIM_ANY, priority.value, now, limit, lease_until)
-        else:
-            rows = await conn.fetch(
-                _PG_CLAIM_CHANNELS, priority.value, now, limit, lease_until, channels
-            )
+        rows = await conn.fetch(statement, *args, *([] if channels is None else [channels]))
     return [_claimed(row) for row in rows]
 
 

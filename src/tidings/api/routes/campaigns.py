@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -250,13 +251,4 @@ async def cancel_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
     counts = await cancel(service.db, campaign_id, utcnow(), wait)
     if counts is None:
         return _not_found(campaign_id)
-    return CancelOut(
-        campaign_id=campaign_id,
-        status=counts.status,
-        sent=counts.sent,
-        cancelled=counts.cancelled,
-        skipped=counts.skipped,
-        failed=counts.failed,
-        expired=counts.expired,
-        in_progress=counts.in_progress,
-    )
+    return CancelOut(campaign_id=campaign_id, **asdict(counts))
