@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # Seconds between reports of this dispatcher's breaker states (GET /v1/providers).
 PROVIDER_REPORT_INTERVAL = 2.0
+# How long the helpers (reaper, reports, expander, ...) get to finish after ``stop``.
+HELPER_GRACE_SECONDS = 5.0
 # A dispatcher that has not reported for this long is gone (killed): its share is free.
 LIVE_AFTER_SECONDS = 3 * PROVIDER_REPORT_INTERVAL
 # How often a dispatcher counts the live ones (a newcomer waits this long, and a half, for
@@ -126,7 +128,11 @@ class Dispatcher:
             await asyncio.gather(*(lane.drain(settings.shutdown_grace) for lane in self.lanes))
             writer_stop.set()
             await writer
-            for helper in helpers:
+            # Each helper ends by itself once ``stop`` is set. Cancelling one in the middle
+            # of a SQLite transaction could leave the database's one write lock held, and
+            # the last writes of the shutdown waiting for it.
+            _, late = await asyncio.wait(helpers, timeout=HELPER_GRACE_SECONDS)
+            for helper in late:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             with contextlib.suppress(Exception):
