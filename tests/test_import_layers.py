@@ -34,10 +34,13 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer("simulator", ("tidings.simulator",)),
     Layer("api", ("tidings.api",)),
-    Layer("flow roots", ("tidings.intake", "tidings.dispatch.dispatcher")),
+    Layer(
+        "flow roots", ("tidings.intake", "tidings.dispatch.dispatcher", "tidings.dispatch.relay")
+    ),
     Layer("service", ("tidings.service",)),
     Layer("settings", ("tidings.settings",)),
     Layer("dispatch and campaigns", ("tidings.dispatch", "tidings.campaigns")),
+    Layer("transport", ("tidings.transport",)),
     Layer("content and policy", ("tidings.content", "tidings.policy")),
     Layer("providers", ("tidings.providers",)),
     Layer("tracking", ("tidings.tracking",)),
@@ -215,7 +218,7 @@ def test_the_checker_names_both_modules_and_layers_of_an_import_pointing_up() ->
         }
     )
     assert problems == [
-        "tidings.store.claims (layer 11, store):2 imports tidings.dispatch.lane "
+        "tidings.store.claims (layer 12, store):2 imports tidings.dispatch.lane "
         "(layer 7, dispatch and campaigns), a higher layer: imports must point down the flow "
         "(docs/architecture.md, Import layers)"
     ]

@@ -15,11 +15,12 @@ from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.coordination import Coordination
-from tidings.dispatch.lane import Lane, LaneContext
+from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.send_checks import SendTimeChecks
+from tidings.dispatch.sending import LaneContext
 from tidings.dispatch.types import TypeRulebook
 from tidings.dispatch.waiting import sleep_unless
 from tidings.ids import new_id

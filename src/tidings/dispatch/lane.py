@@ -1,42 +1,18 @@
-"""A lane: the claim loop and the sends of one priority, with its own concurrency."""
+"""A direct lane: the claim loop of one priority, with its own concurrency; what it claims
+is sent by the shared pipeline (dispatch/sending.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import traceback
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import (
-    Sender,
-    Target,
-    already_sent,
-    cancelled,
-    deferred,
-    poisoned,
-    precheck,
-    released,
-)
 from tidings.dispatch.lane_settings import LaneSettings
-from tidings.dispatch.outcomes import OutcomeWriter
-from tidings.dispatch.protection import Protection
-from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
-from tidings.dispatch.send_checks import Checked, SendTimeChecks
-from tidings.dispatch.types import TypeRulebook, TypeRules
+from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
-from tidings.providers.chains import ProviderSet
-from tidings.states import Status
-from tidings.store import users
-from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery, claim_due
-from tidings.store.engine import Database
-from tidings.store.outcomes import Outcome, reachable
-from tidings.store.users import UserProfile
-from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -44,23 +20,7 @@ ALL_CHANNELS = frozenset(channel.value for channel in Channel)
 # How long a busy lane waits for more free slots before claiming for just a few.
 GATHER_SECONDS = 0.002
 
-
-@dataclass(frozen=True)
-class LaneContext:
-    """What every lane of one dispatcher shares."""
-
-    db: Database
-    providers: ProviderSet
-    writer: OutcomeWriter
-    types: TypeRulebook
-    wakeup: Wakeup
-    lease_seconds: float
-    rng: random.Random
-    checks: SendTimeChecks
-    sender: Sender
-    protection: Protection
-    cancelled: CancelledCampaigns
-    dedup: LocalDedup | RedisDedup
+__all__ = ["Lane", "LaneContext"]
 
 
 class Lane:
@@ -68,13 +28,12 @@ class Lane:
         self.priority = priority
         self.settings = settings
         self.context = context
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._slot_freed = asyncio.Event()
+        self.pipeline = SendPipeline(priority, context)
         self._min_claim = max(1, min(settings.concurrency, settings.claim_batch) // 4)
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        return self.pipeline.in_flight
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``)."""
@@ -85,15 +44,17 @@ class Lane:
                 # Whatever escaped the per-delivery guards must not end the dispatcher: the
                 # deliveries of this step come back when their leases expire.
                 lane = self.priority.value
-                log.error("%s lane: step failed (%s)\n%s", lane, _name(error), _where(error))
+                log.error(
+                    "%s lane: step failed (%s)\n%s", lane, error_name(error), error_where(error)
+                )
                 await sleep_unless(stop, self.settings.poll_interval)
 
     async def _step(self, stop: asyncio.Event) -> None:
         """Claim what there are free slots and tokens for, check it, start its sends."""
         free = self.settings.concurrency - self.in_flight
         if free <= 0:
-            await first_of(self._slot_freed.wait(), stop.wait())
-            self._slot_freed.clear()
+            await first_of(self.pipeline.slot_freed.wait(), stop.wait())
+            self.pipeline.slot_freed.clear()
             return
         if self.in_flight and free < self._min_claim:
             # Busy: let a few more slots free up so that one claim fills several.
@@ -110,9 +71,7 @@ class Lane:
         claimed: list[ClaimedDelivery] = []
         for channels, limit in budgets:
             claimed += await self._claim(min(limit, wanted - len(claimed)), channels)
-        send, profiles = await self._still_wanted(claimed)
-        for delivery, account in await self._admit(send):
-            self._start(delivery, profiles.get(delivery.user_id or ""), account)
+        await self.pipeline.process(claimed)
         if len(claimed) < min(wanted, sum(limit for _, limit in budgets)):
             # Nothing more is due: sleep until woken, or until the next poll.
             await first_of(
@@ -138,180 +97,5 @@ class Lane:
             await asyncio.sleep(self.settings.poll_interval)
             return []
 
-    async def _still_wanted(
-        self, claimed: list[ClaimedDelivery]
-    ) -> tuple[list[ClaimedDelivery], dict[str, UserProfile]]:
-        """Those to send; the others' outcomes go to the writer. Expired and exhausted ones
-        first, so that they use up no frequency cap."""
-        now = utcnow()
-        ready = []
-        for delivery in self._drop_cancelled(claimed):
-            try:
-                outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
-            except Exception as error:
-                outcome = self._poisoned(delivery, error)
-            if outcome is None:
-                ready.append(delivery)
-            else:
-                self.context.writer.put(outcome)
-        if not ready:
-            return [], {}
-        try:
-            checked = await self.context.checks.run(ready, now)
-        except Exception as error:
-            log.warning("%s lane: send-time checks failed (%s)", self.priority.value, _name(error))
-            checked = await self._check_apart(ready, now)
-        for outcome in checked.outcomes:
-            self.context.writer.put(outcome)
-        return checked.send, checked.profiles
-
-    def _drop_cancelled(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
-        """Deliveries of a campaign cancelled since they were due become CANCELLED."""
-        keep = []
-        for delivery in claimed:
-            if delivery.campaign_id is not None and delivery.campaign_id in self.context.cancelled:
-                self.context.writer.put(cancelled(delivery))
-            else:
-                keep.append(delivery)
-        return keep
-
-    async def _check_apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
-        """The checks of a batch that failed, run for each delivery alone: one the checks
-        cannot process fails as poison, instead of failing its whole batch again and again.
-        When the database is the trouble, the deliveries are given back for later."""
-        if not await reachable(self.context.db):
-            outcomes = [released(d, now, "checks failed") for d in ready]
-            return Checked([], outcomes, {})
-        result = Checked([], [], {})
-        for delivery in ready:
-            try:
-                checked = await self.context.checks.run([delivery], now)
-            except Exception as error:
-                result.outcomes.append(self._poisoned(delivery, error))
-                continue
-            result.send.extend(checked.send)
-            result.outcomes.extend(checked.outcomes)
-            result.profiles.update(checked.profiles)
-        return result
-
-    def _poisoned(self, delivery: ClaimedDelivery, error: BaseException) -> Outcome:
-        """The guard's verdict on a delivery whose processing raised: FAILED as poison, the
-        error kept on the row; the log has the delivery id and where, never the message."""
-        log.error(
-            "%s lane: delivery %s cannot be processed (%s); failed as poison\n%s",
-            self.priority.value,
-            delivery.id,
-            _name(error),
-            _where(error),
-        )
-        return poisoned(delivery, error)
-
-    async def _admit(self, send: list[ClaimedDelivery]) -> list[tuple[ClaimedDelivery, str]]:
-        """Choose each delivery's account (breakers, failover) and take its rate token;
-        those that must wait go back to PENDING without using an attempt."""
-        if not send:
-            return []
-        try:
-            platforms = await self._platforms(send)
-        except Exception:
-            # Guessing a token's platform could send it to the wrong provider: wait.
-            log.exception("%s lane: reading device platforms failed; releasing", self.priority)
-            for delivery in send:
-                self.context.writer.put(released(delivery, utcnow(), "platforms unknown"))
-            return []
-        admission = await self.context.protection.admit(send, self.priority, platforms)
-        now = utcnow()
-        for delivery, wait in admission.defer:
-            # A little jitter, so deferred rows do not all come back in the same instant.
-            until = now + timedelta(seconds=wait.until_seconds * self.context.rng.uniform(1, 1.2))
-            self.context.writer.put(deferred(delivery, until, wait.reason))
-        return admission.send
-
-    async def _platforms(self, send: list[ClaimedDelivery]) -> dict[str, str]:
-        """Push tokens' platforms, when a platform has a push chain of its own."""
-        if not self.context.providers.routes_by_platform:
-            return {}
-        tokens = {d.address for d in send if d.channel == Channel.PUSH.value}
-        return await users.platforms(self.context.db, tokens)
-
-    def _start(self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str) -> None:
-        task = asyncio.create_task(self._send(delivery, profile, account))
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._slot_freed.set()
-
-    async def _send(
-        self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str
-    ) -> None:
-        """The whole processing of one claimed delivery, under the guard: whatever it raises
-        (a template that recurses without end, an absurd stored setting, a bug) fails this
-        delivery as poison, and the lane goes on."""
-        context = self.context
-        protection = context.protection
-        try:
-            rules = context.types.rules(delivery.type)
-            target = Target(
-                context.providers.providers[account],
-                context.providers.recorded_name(account),
-                protection.reporter(account),
-            )
-            async with protection.in_flight(account):
-                if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
-                    # Cancelled while this waited for its account's bulkhead: not sent.
-                    outcome = cancelled(delivery)
-                else:
-                    outcome = await self._attempt_once(delivery, rules, target, profile)
-        except asyncio.CancelledError:
-            # Shut down mid-send: give the delivery back without counting the attempt.
-            protection.breaker.cancel(account)
-            context.writer.put(released(delivery, utcnow(), "shutdown"))
-            raise
-        except Exception as error:
-            outcome = self._poisoned(delivery, error)
-        context.writer.put(outcome)
-
-    async def _attempt_once(
-        self,
-        delivery: ClaimedDelivery,
-        rules: TypeRules,
-        target: Target,
-        profile: UserProfile | None,
-    ) -> Outcome:
-        """The provider call behind the fleet's dedup key (dispatch/redis_guards.py)."""
-        dedup = self.context.dedup
-        verdict = await dedup.begin(delivery.id, delivery.attempts)
-        now = utcnow()
-        if isinstance(verdict, SentBefore):
-            return already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
-        if isinstance(verdict, Busy):
-            until = now + timedelta(seconds=verdict.seconds)
-            return deferred(delivery, until, "sending_elsewhere")
-        outcome = await self.context.sender.attempt(delivery, rules, target, now, profile)
-        sent = outcome.status is Status.SENT
-        await dedup.finish(
-            delivery.id, (outcome.provider or "", outcome.provider_msg_id) if sent else None
-        )
-        return outcome
-
     async def drain(self, grace: float) -> None:
-        """Wait up to ``grace`` seconds for in-flight sends, then cancel (release) the rest."""
-        if not self._tasks:
-            return
-        _done, pending = await asyncio.wait(set(self._tasks), timeout=grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
-
-
-def _name(error: BaseException) -> str:
-    """An error's type only: its text may quote the message or an address."""
-    return type(error).__name__
-
-
-def _where(error: BaseException) -> str:
-    """The innermost frames of its traceback: code locations, none of the error's text."""
-    return "".join(traceback.format_tb(error.__traceback__)[-3:])
+        await self.pipeline.drain(grace)

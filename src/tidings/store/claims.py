@@ -64,7 +64,7 @@ CLAIM_COLUMNS = tuple(c.name for c in (*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMN
 assert set(CLAIM_COLUMNS) == {f.name for f in fields(ClaimedDelivery)}, "claim columns"
 
 
-def _claimed(row: Mapping[str, Any]) -> ClaimedDelivery:
+def claimed_from_row(row: Mapping[str, Any]) -> ClaimedDelivery:
     return ClaimedDelivery(**{name: row[name] for name in CLAIM_COLUMNS})
 
 
@@ -124,13 +124,13 @@ FROM due, notification AS n
 WHERE d.id = due.id AND n.id = d.notification_id
 RETURNING {returning}
 """
-_RETURNING = ", ".join(
+CLAIM_RETURNING = ", ".join(
     [f"d.{c.name}" for c in _DELIVERY_COLUMNS] + [f"n.{c.name}" for c in _NOTIFICATION_COLUMNS]
 )
-_PG_CLAIM_ANY = _PG_CLAIM.format(channels="", returning=_RETURNING)
+_PG_CLAIM_ANY = _PG_CLAIM.format(channels="", returning=CLAIM_RETURNING)
 # A lane sizes a claim per rate-limited channel (dispatch/protection.claim_budgets).
 _PG_CLAIM_CHANNELS = _PG_CLAIM.format(
-    channels="AND channel = ANY($5::text[])", returning=_RETURNING
+    channels="AND channel = ANY($5::text[])", returning=CLAIM_RETURNING
 )
 
 
@@ -146,7 +146,7 @@ async def _claim_postgres(
     statement = _PG_CLAIM_ANY if channels is None else _PG_CLAIM_CHANNELS
     async with db.asyncpg() as conn:
         rows = await conn.fetch(statement, *args, *([] if channels is None else [channels]))
-    return [_claimed(row) for row in rows]
+    return [claimed_from_row(row) for row in rows]
 
 
 async def _claim_sqlite(
@@ -176,7 +176,7 @@ async def _claim_sqlite(
             )
         )
         parents = {row.notification_id: row._mapping for row in found}
-    return [_claimed({**row._mapping, **parents[row.notification_id]}) for row in claimed]
+    return [claimed_from_row({**row._mapping, **parents[row.notification_id]}) for row in claimed]
 
 
 def event_row(
@@ -186,22 +186,29 @@ def event_row(
 
 
 async def reap_expired_leases(db: Database, now: datetime) -> int:
-    """Return deliveries whose lease ran out (a crashed or stuck worker) to PENDING.
+    """Return deliveries whose lease ran out to PENDING: SENDING ones of a crashed or stuck
+    worker, and QUEUED ones whose ticket no worker took in time (a broker that lost its
+    log). Both are due at once.
 
-    The attempt stays counted, so a message that kills every worker still runs out of
-    attempts and ends FAILED.
+    A SENDING row's attempt stays counted, so a message that kills every worker still runs
+    out of attempts and ends FAILED; a QUEUED row was never attempted.
     """
-    statement = (
-        sa.update(delivery)
-        .where(delivery.c.status == Status.SENDING.value, delivery.c.lease_until < now)
-        .values(status=Status.PENDING.value, lease_until=None, next_attempt_at=now, updated_at=now)
-        .returning(delivery.c.id, delivery.c.attempts)
-    )
     async with db.engine.begin() as conn:
-        reaped = (await conn.execute(statement)).all()
-        if reaped:
-            events = [
-                event_row(row.id, "lease_expired", now, {"attempt": row.attempts}) for row in reaped
-            ]
+        events = []
+        for status, kind in ((Status.SENDING, "lease_expired"), (Status.QUEUED, "queue_expired")):
+            statement = (
+                sa.update(delivery)
+                .where(delivery.c.status == status.value, delivery.c.lease_until < now)
+                .values(
+                    status=Status.PENDING.value,
+                    lease_until=None,
+                    next_attempt_at=now,
+                    updated_at=now,
+                )
+                .returning(delivery.c.id, delivery.c.attempts)
+            )
+            for row in await conn.execute(statement):
+                events.append(event_row(row.id, kind, now, {"attempt": row.attempts}))
+        if events:
             await conn.execute(sa.insert(delivery_event), events)
-    return len(reaped)
+    return len(events)

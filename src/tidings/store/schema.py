@@ -153,6 +153,14 @@ delivery = sa.Table(
         sqlite_where=sa.text("lease_until IS NOT NULL"),
     ),
     sa.Index("ix_delivery_provider_msg", "provider", "provider_msg_id"),
+    # The relay counts what each topic holds (the Kafka transport's QUEUED rows).
+    sa.Index(
+        "ix_delivery_queued",
+        "priority",
+        "channel",
+        postgresql_where=sa.text("status = 'QUEUED'"),
+        sqlite_where=sa.text("status = 'QUEUED'"),
+    ),
     # The dead-letter queue: failed deliveries, newest first.
     # A campaign's deliveries: its counts by status, its cancel, whether it is done.
     sa.Index(
