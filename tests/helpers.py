@@ -94,3 +94,14 @@ async def delivery_statuses(client: httpx.AsyncClient, notification_id: str) -> 
     response = await client.get(f"/v1/notifications/{notification_id}")
     assert response.status_code == 200, response.text
     return [d["status"] for d in response.json()["deliveries"]]
+
+
+def windows(times: list[float]) -> list[int]:
+    """Sends in every one-second window starting at a send (sliding windows)."""
+    times = sorted(times)
+    counts, end = [], 0
+    for start, at in enumerate(times):
+        while end < len(times) and times[end] < at + 1.0:
+            end += 1
+        counts.append(end - start)
+    return counts

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers import put_type
+from tests.helpers import put_type, windows
 from tests.processes import free_port, tidings_env, tidings_processes
 from tidings.service import Service
 from tidings.simulator.behaviour import Behaviour
@@ -100,17 +100,6 @@ async def all_sent(service: Service, within: float) -> None:
             return
         assert time.monotonic() < deadline, f"not all SENT: {counts}"
         await asyncio.sleep(0.25)
-
-
-def windows(times: list[float]) -> list[int]:
-    """Sends in every one-second window starting at a send (sliding windows)."""
-    times = sorted(times)
-    counts, end = [], 0
-    for start, at in enumerate(times):
-        while end < len(times) and times[end] < at + 1.0:
-            end += 1
-        counts.append(end - start)
-    return counts
 
 
 def check_the_simulator(sim: Simulator) -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import httpx
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand
@@ -73,7 +74,19 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the raw JSON ins
 
 
 def _settings(config: Path | None, **overrides: Any) -> Settings:
-    return Settings.load(config, **{k: v for k, v in overrides.items() if v is not None})
+    """The settings, or a readable error naming each field that is wrong."""
+    try:
+        return Settings.load(config, **{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:
+        problems = []
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"])
+            text = problem["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {text}" if where else text)
+        fail("invalid configuration: " + "; ".join(problems))
+    except FileNotFoundError as error:
+        fail(str(error))
+    raise AssertionError("unreachable")
 
 
 def _logging() -> None:
@@ -83,24 +96,68 @@ def _logging() -> None:
     )
 
 
-def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool) -> None:
+def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool, **kafka: Any) -> None:
+    """``kafka``: ``relay=True`` and/or ``worker=WorkerPlan(...)`` (runner.run)."""
     from tidings.runner import run
 
     _logging()
+    job = run(settings, api=api, dispatch=dispatch, migrate=migrate, **kafka)
     # uvloop (installed with uvicorn[standard] where it builds) roughly halves the cost of
     # the event loop itself, which the API and the dispatcher spend much of their time in.
     try:
         import uvloop
     except ImportError:
-        asyncio.run(run(settings, api=api, dispatch=dispatch, migrate=migrate))
+        asyncio.run(job)
     else:
-        uvloop.run(run(settings, api=api, dispatch=dispatch, migrate=migrate))
+        uvloop.run(job)
+
+
+def _kafka_settings(config: Path | None, command: str) -> Settings:
+    settings = _settings(config)
+    if settings.transport != "kafka":
+        fail(
+            f"tidings {command} is part of the Kafka transport: set TIDINGS_TRANSPORT=kafka "
+            "and TIDINGS_KAFKA_BOOTSTRAP (and a PostgreSQL TIDINGS_DATABASE_URL)"
+        )
+    return settings
+
+
+def _plan(settings: Settings, lanes: str | None = None, channels: str | None = None) -> Any:
+    from tidings.dispatch.kafka_lane import WorkerPlan
+    from tidings.priorities import Channel, Priority
+
+    assert settings.kafka_bootstrap is not None  # checked by the settings
+    return WorkerPlan(
+        settings.kafka_bootstrap,
+        settings.kafka,
+        _choose("--lanes", lanes, Priority) or tuple(Priority),
+        _choose("--channels", channels, Channel) or tuple(Channel),
+    )
+
+
+def _choose(option: str, given: str | None, kind: Any) -> tuple[Any, ...]:
+    """``high,low`` -> (Priority.HIGH, Priority.LOW); an unknown name fails naming it."""
+    if given is None:
+        return ()
+    names = [name.strip().lower() for name in given.split(",") if name.strip()]
+    known = [member.value for member in kind]
+    for name in names:
+        if name not in known:
+            fail(f"{option}: unknown name {name!r} (expected some of {', '.join(known)})")
+    if not names:
+        fail(f"{option}: name at least one of {', '.join(known)}")
+    return tuple(dict.fromkeys(kind(name) for name in names))
 
 
 @app.command(cls=Command)
 def serve(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
-    """Run everything in one process: migrate, the API and the dispatcher (embedded mode)."""
-    _run(_settings(config, host=host, port=port), api=True, dispatch=True, migrate=True)
+    """Run everything in one process: migrate, the API and the dispatcher (embedded mode;
+    with the Kafka transport, the API, a relay and a worker)."""
+    settings = _settings(config, host=host, port=port)
+    if settings.transport == "kafka":
+        _run(settings, api=True, dispatch=False, migrate=True, relay=True, worker=_plan(settings))
+    else:
+        _run(settings, api=True, dispatch=True, migrate=True)
 
 
 @app.command(cls=Command)
@@ -112,7 +169,42 @@ def api(config: ConfigOption = None, host: HostOption = None, port: PortOption =
 @app.command(cls=Command)
 def dispatch(config: ConfigOption = None) -> None:
     """Run only a dispatcher; any number may share one PostgreSQL database."""
-    _run(_settings(config), api=False, dispatch=True, migrate=False)
+    settings = _settings(config)
+    if settings.transport == "kafka":
+        fail("with TIDINGS_TRANSPORT=kafka, run `tidings relay` and `tidings worker` instead")
+    _run(settings, api=False, dispatch=True, migrate=False)
+
+
+LanesOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="LANES", help="Priorities to consume, comma-separated [default: high,normal,low]."
+    ),
+]
+ChannelsOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="CHANNELS",
+        help="Channels to consume, comma-separated [default: email,sms,push,webhook].",
+    ),
+]
+
+
+@app.command(cls=Command)
+def relay(config: ConfigOption = None) -> None:
+    """Kafka transport: publish due deliveries to the priority topics (any number of relays
+    may run); also expands campaigns and returns expired leases."""
+    _run(_kafka_settings(config, "relay"), api=False, dispatch=False, migrate=False, relay=True)
+
+
+@app.command(cls=Command)
+def worker(
+    config: ConfigOption = None, lanes: LanesOption = None, channels: ChannelsOption = None
+) -> None:
+    """Kafka transport: consume the priority topics and send (one consumer group per lane)."""
+    settings = _kafka_settings(config, "worker")
+    plan = _plan(settings, lanes, channels)
+    _run(settings, api=False, dispatch=False, migrate=False, worker=plan)
 
 
 @app.command(cls=Command)

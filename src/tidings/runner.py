@@ -1,4 +1,5 @@
-"""Running tidings: the API, the dispatcher, or both in one process (the embedded mode)."""
+"""Running tidings: the API, the dispatcher, or both in one process (the embedded mode);
+with the Kafka transport, a relay and a worker (a dispatcher whose lanes consume topics)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import uvicorn
 
 from tidings.api.app import create_app
 from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.relay import Relay
 from tidings.providers.chains import ProviderSet
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
@@ -30,10 +33,20 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -> None:
-    """Run until SIGTERM or SIGINT, then stop taking work and finish what is in flight."""
+async def run(
+    settings: Settings,
+    *,
+    api: bool,
+    dispatch: bool,
+    migrate: bool,
+    relay: bool = False,
+    worker: WorkerPlan | None = None,
+) -> None:
+    """Run until SIGTERM or SIGINT, then stop taking work and finish what is in flight.
+    ``dispatch``: a direct dispatcher; ``relay`` and ``worker``: the Kafka transport's."""
     service = Service.from_settings(settings)
-    providers = providers_from_settings(settings) if dispatch else ProviderSet({}, {})
+    sends = dispatch or worker is not None
+    providers = providers_from_settings(settings) if sends else ProviderSet({}, {})
     stop = asyncio.Event()
     jobs: list[Coroutine[Any, Any, None]] = []
     server: _Server | None = None
@@ -52,6 +65,10 @@ async def run(settings: Settings, *, api: bool, dispatch: bool, migrate: bool) -
             jobs.append(server.serve())
         if dispatch:
             jobs.append(Dispatcher(service, providers).run(stop))
+        if relay:
+            jobs.append(Relay(service).run(stop))
+        if worker is not None:
+            jobs.append(Dispatcher(service, providers, worker=worker).run(stop))
         _on_signals(stop, server)
         # What start-up built lives as long as the process: out of the collector's sight,
         # full collections stay short (they paused every request for 100-200 ms).

@@ -2,9 +2,9 @@
 
 The configuration root: each section's model lives beside the code that reads it
 (``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/breaker.py``,
-``dispatch/ratelimit.py``, ``providers/kinds.py``) and is aggregated here; that code takes
-its section as an argument and never imports this module (docs/architecture.md, Import
-layers).
+``dispatch/ratelimit.py``, ``providers/kinds.py``, ``transport/settings.py``) and is
+aggregated here; that code takes its section as an argument and never imports this
+module (docs/architecture.md, Import layers).
 
 Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
 ``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import (
@@ -33,6 +33,7 @@ from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Channel
 from tidings.providers.chains import PLATFORM_CHAINS
 from tidings.providers.kinds import Account
+from tidings.transport.settings import KafkaSettings
 
 DEFAULT_CHAINS: dict[str, str | list[str]] = {
     "email": "sink",
@@ -51,6 +52,13 @@ class Settings(BaseSettings):
     # Shared rate limits, in-flight caps, breakers and dedup keys for a fleet of dispatchers
     # (redis://host:6379/0). Unset: each process limits itself to its share of each rate.
     redis_url: str | None = None
+    # How work reaches the senders: "direct" (dispatchers claim rows from the database) or
+    # "kafka" (relays publish due deliveries to Kafka topics per priority, workers consume
+    # them; PostgreSQL only). See docs/architecture.md, Kafka transport.
+    transport: Literal["direct", "kafka"] = "direct"
+    # The Kafka brokers (host:port[,host:port...]) when transport = "kafka".
+    kafka_bootstrap: str | None = None
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     # Connections per process (PostgreSQL); the pool may open as many again under bursts.
     database_pool_size: int = Field(default=10, ge=1, le=200)
     outbox_dir: Path = Path("./outbox")
@@ -117,6 +125,19 @@ class Settings(BaseSettings):
                     )
             if not chain:
                 raise ValueError(f"providers.{channel}: the chain is empty")
+        return self
+
+    @model_validator(mode="after")
+    def _kafka_has_what_it_needs(self) -> Settings:
+        if self.transport != "kafka":
+            return self
+        if not self.kafka_bootstrap:
+            raise ValueError("transport = kafka needs kafka_bootstrap (TIDINGS_KAFKA_BOOTSTRAP)")
+        if not self.database_url.startswith("postgresql"):
+            raise ValueError(
+                "transport = kafka needs PostgreSQL (TIDINGS_DATABASE_URL=postgresql://...): "
+                "relays and workers on several machines share one database"
+            )
         return self
 
     def chain(self, channel: str) -> list[str]:

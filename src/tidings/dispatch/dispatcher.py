@@ -1,4 +1,9 @@
-"""The dispatcher (direct mode): one lane per priority, the outcome writer and the reaper."""
+"""The dispatcher: one lane per priority, the outcome writer and the reaper.
+
+In direct mode (``tidings dispatch``) its lanes claim due rows from the database and it
+expands campaigns too; as a Kafka worker (``tidings worker``, a ``WorkerPlan``) its lanes
+consume the relays' topics (dispatch/kafka_lane.py) and the relays expand campaigns. Both
+send through the same pipeline (dispatch/sending.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.coordination import Coordination
+from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
@@ -52,8 +58,10 @@ class Dispatcher:
         service: Service,
         providers: ProviderSet | Mapping[Channel, Provider],
         rng: random.Random | None = None,
+        worker: WorkerPlan | None = None,
     ) -> None:
         settings = service.settings
+        self.worker = worker
         if not isinstance(providers, ProviderSet):
             providers = ProviderSet.per_channel(providers)
         self.coordination = Coordination.connect(
@@ -98,7 +106,15 @@ class Dispatcher:
             cancelled=self.cancelled,
             dedup=self.coordination.dedup,
         )
-        self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
+        self.lanes: list[Lane | KafkaLane]
+        if worker is None:
+            self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
+        else:
+            grace = settings.shutdown_grace
+            self.lanes = [
+                KafkaLane(p, settings.lanes.for_priority(p), context, worker, grace)
+                for p in worker.priorities
+            ]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until ``stop`` is set; then finish or release what is in flight."""
@@ -114,9 +130,11 @@ class Dispatcher:
             asyncio.create_task(self._report_providers(stop)),
             asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
-            asyncio.create_task(self.expander.run(stop)),
         ]
-        if self.service.db.is_postgres:
+        if self.worker is None:
+            # A worker is woken by its topics; the relays expand campaigns.
+            helpers.append(asyncio.create_task(self.expander.run(stop)))
+        if self.service.db.is_postgres and self.worker is None:
             helpers.append(
                 asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
             )

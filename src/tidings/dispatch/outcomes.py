@@ -31,8 +31,14 @@ class OutcomeWriter:
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        # Outcomes put and written so far: the buffer is written in order, so every outcome
+        # put before ``mark()`` is in the database once ``written`` reaches it.
+        self._put = 0
+        self._written = 0
+        self._progress = asyncio.Condition()
 
     def put(self, outcome: Outcome) -> None:
+        self._put += 1
         self._buffer.append(outcome)
         self._idle.clear()
         self._ready.set()
@@ -62,6 +68,9 @@ class OutcomeWriter:
             batch = self._buffer[: self.max_batch]
             if await self._write(batch) or await self._write_apart(batch):
                 del self._buffer[: len(batch)]
+                self._written += len(batch)
+                async with self._progress:
+                    self._progress.notify_all()
             else:
                 await asyncio.sleep(RETRY_PAUSE)
 
@@ -87,6 +96,15 @@ class OutcomeWriter:
             if not await self._write([_plain(outcome)]) and not await reachable(self.db):
                 return False  # gone meanwhile: the batch is tried again (written rows are fenced)
         return True
+
+    def mark(self) -> int:
+        """A mark of what has been put so far (see ``written``)."""
+        return self._put
+
+    async def written(self, mark: int) -> None:
+        """Return once every outcome put before ``mark`` was taken is written."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._written >= mark)
 
     async def drained(self) -> None:
         await self._idle.wait()

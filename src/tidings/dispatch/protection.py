@@ -81,14 +81,29 @@ class Protection:
         unlimited: set[str] = set()
         budgets: list[tuple[frozenset[str], int]] = []
         for channel, accounts in self._channel_accounts().items():
-            tokens = [self.limiter.available(account, priority) for account in accounts]
-            if any(t is None for t in tokens):
+            tokens = self._tokens(accounts, priority)
+            if tokens is None:
                 unlimited.add(channel)
             else:
-                budgets.append((frozenset({channel}), min(wanted, sum(t or 0 for t in tokens))))
+                budgets.append((frozenset({channel}), min(wanted, tokens)))
         if unlimited:
             budgets.insert(0, (frozenset(unlimited), wanted))
         return budgets
+
+    def channel_budget(self, priority: Priority, channel: str, wanted: int) -> int:
+        """How many of ``channel``'s deliveries may be taken now (a Kafka worker's topic)."""
+        accounts = self._channel_accounts().get(channel)
+        if not accounts:
+            return wanted
+        tokens = self._tokens(accounts, priority)
+        return wanted if tokens is None else min(wanted, tokens)
+
+    def _tokens(self, accounts: set[str], priority: Priority) -> int | None:
+        """The tokens ``accounts`` hold for ``priority``; None when one is unlimited."""
+        tokens = [self.limiter.available(account, priority) for account in accounts]
+        if any(t is None for t in tokens):
+            return None
+        return sum(t or 0 for t in tokens)
 
     def _channel_accounts(self) -> dict[str, set[str]]:
         """Per channel, the accounts its next sends go to (push: every platform's chain)."""

@@ -56,6 +56,14 @@ class OffsetTracker:
             if progress is not None:
                 progress.committed = offset
 
+    def rewind(self, partition: Partition, offset: int) -> None:
+        """The messages from ``offset`` on will be read again: forget that they started."""
+        progress = self._partitions.get(partition)
+        if progress is None:
+            return
+        progress.started = deque(o for o in progress.started if o < offset)
+        progress.done = {o for o in progress.done if o < offset}
+
     def in_progress(self) -> int:
         return sum(len(p.started) - len(p.done) for p in self._partitions.values())
 

@@ -1,0 +1,305 @@
+"""A Kafka worker's lane: consumes its priority's topics and sends what it claims.
+
+One consumer group per lane (``tidings.<priority>``), subscribed to the topics of the
+channels the worker serves. Each topic has the lane's concurrency to itself, and a topic
+whose account has no tokens (or whose slots are all busy) is paused rather than read, so
+that nothing is claimed only to be put back. Per batch of messages: the tickets are claimed
+QUEUED -> SENDING in one statement (a ticket whose row is no longer QUEUED under its lease
+is a duplicate, dropped), then the shared pipeline (dispatch/sending.py) checks and sends
+exactly as the direct lanes do. A message's offset is committed only once its delivery's
+outcome is written (transport/offsets.py): a worker that dies loses nothing, and the
+messages it had read come back to whoever takes its partitions, and find their rows taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+
+from tidings.clock import utcnow
+from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
+from tidings.dispatch.waiting import first_of, sleep_unless
+from tidings.priorities import Channel, Priority
+from tidings.store.claims import ClaimedDelivery
+from tidings.store.queue import claim_queued
+from tidings.transport.offsets import OffsetTracker
+from tidings.transport.settings import KafkaSettings
+from tidings.transport.tickets import Ticket
+from tidings.transport.topics import ensure_topics, group_id, topic_name
+
+log = logging.getLogger(__name__)
+
+# How long a commit waits for the outcomes it covers before giving up until the next one.
+COMMIT_WAIT_SECONDS = 10.0
+# Between attempts to reach a broker that is down.
+RECONNECT_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What a ``tidings worker`` consumes: its lanes and channels, and where."""
+
+    bootstrap: str
+    kafka: KafkaSettings
+    priorities: Sequence[Priority] = tuple(Priority)
+    channels: Sequence[Channel] = tuple(Channel)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A message of a batch: where it came from, and its ticket (None: not a ticket)."""
+
+    partition: TopicPartition
+    offset: int
+    ticket: Ticket | None
+
+
+class KafkaLane:
+    def __init__(
+        self,
+        priority: Priority,
+        settings: LaneSettings,
+        context: LaneContext,
+        plan: WorkerPlan,
+        grace: float = 10.0,
+    ) -> None:
+        self.priority = priority
+        self.grace = grace
+        self.settings = settings
+        self.context = context
+        self.plan = plan
+        self.pipeline = SendPipeline(priority, context)
+        self.topics = {topic_name(priority, c): Channel(c).value for c in plan.channels}
+        self.offsets = OffsetTracker()
+
+    @property
+    def in_flight(self) -> int:
+        return self.pipeline.in_flight
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop``; a broker that is down is waited for, never fatal."""
+        while not stop.is_set():
+            consumer = self._consumer()
+            try:
+                # Created here too, so that no broker makes them with its own defaults.
+                await ensure_topics(self.plan.bootstrap, self.plan.kafka, list(self.topics))
+                consumer.subscribe(list(self.topics), listener=_Rebalance(self, consumer))
+                await consumer.start()
+            except Exception as error:
+                log.warning("%s lane: broker unreachable (%s)", self.priority, error_name(error))
+                await _stop_quietly(consumer)
+                await sleep_unless(stop, RECONNECT_SECONDS)
+                continue
+            try:
+                await self._consume(consumer, stop)
+            finally:
+                await self.pipeline.drain(self.grace)
+                await self.commit(consumer)
+                await _stop_quietly(consumer)
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        kafka = self.plan.kafka
+        return AIOKafkaConsumer(
+            bootstrap_servers=self.plan.bootstrap,
+            group_id=group_id(self.priority),
+            client_id=f"{kafka.client_id}-worker",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=kafka.fetch_wait_ms,
+            # Topics a restarted broker lost, and created again by a relay, are found soon.
+            metadata_max_age_ms=5_000,
+            # A worker killed without leaving holds its partitions this long at most.
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+        )
+
+    async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        committer = asyncio.create_task(self._commit_every(consumer, stop))
+        try:
+            while not stop.is_set():
+                try:
+                    await self._step(consumer, stop)
+                except Exception as error:
+                    lane = self.priority.value
+                    log.error(
+                        "%s lane: step failed (%s)\n%s", lane, error_name(error), error_where(error)
+                    )
+                    await sleep_unless(stop, self.settings.poll_interval)
+        finally:
+            committer.cancel()
+            await asyncio.gather(committer, return_exceptions=True)
+
+    async def _step(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        """Read what the topics have slots and tokens for; pause the others."""
+        partitions = _by_topic(consumer.assignment())
+        budgets: dict[str, int] = {}
+        for topic, channel in self.topics.items():
+            parts = partitions.get(topic)
+            if not parts:
+                continue
+            budget = self._budget(channel)
+            if budget > 0:
+                consumer.resume(*parts)
+                budgets[topic] = budget
+            else:
+                consumer.pause(*parts)
+        if not budgets:
+            await self._wait_for_room(stop, bool(partitions))
+            return
+        records: dict[TopicPartition, list[Any]] = {}
+        for topic, budget in budgets.items():
+            records.update(await consumer.getmany(*partitions[topic], max_records=budget))
+        if not records:
+            ready = [p for topic in budgets for p in partitions[topic]]
+            records = await consumer.getmany(
+                *ready, timeout_ms=self.plan.kafka.fetch_wait_ms, max_records=min(budgets.values())
+            )
+        if records:
+            await self._take(consumer, records)
+
+    def _budget(self, channel: str) -> int:
+        free = self.settings.concurrency - self.pipeline.in_flight_of(channel)
+        wanted = min(free, self.settings.claim_batch)
+        if wanted <= 0:
+            return 0
+        return self.context.protection.channel_budget(self.priority, channel, wanted)
+
+    async def _wait_for_room(self, stop: asyncio.Event, assigned: bool) -> None:
+        """Nothing may be read now: wait for a free slot, for tokens, or for partitions."""
+        if not assigned:
+            await sleep_unless(stop, self.settings.poll_interval)
+            return
+        pause = self.context.protection.budget_pause(self.priority)
+        within = min(max(pause, 0.005), self.settings.poll_interval)
+        freed = self.pipeline.slot_freed
+        freed.clear()
+        await first_of(freed.wait(), stop.wait(), asyncio.sleep(within))
+
+    async def _take(
+        self, consumer: AIOKafkaConsumer, records: dict[TopicPartition, list[Any]]
+    ) -> None:
+        """Claim the batch's tickets and start their sends."""
+        reads = [
+            _Read(partition, message.offset, Ticket.decode(message.value))
+            for partition, messages in records.items()
+            for message in messages
+        ]
+        for read in reads:
+            self.offsets.started(read.partition, read.offset)
+        tickets = [r.ticket for r in reads if r.ticket is not None]
+        now = utcnow()
+        lease_until = now + timedelta(seconds=self.context.lease_seconds)
+        try:
+            claimed = await claim_queued(
+                self.context.db,
+                [(t.delivery_id, t.queued_until) for t in tickets],
+                now,
+                lease_until,
+            )
+        except Exception as error:
+            # Nothing was taken (or, if the commit went through unseen, the rows are leased
+            # and the reaper returns them): read the batch again after the poll interval.
+            log.warning(
+                "%s lane: claim failed (%s); reading again", self.priority, error_name(error)
+            )
+            self._rewind(consumer, reads)
+            await asyncio.sleep(self.settings.poll_interval)
+            return
+        await self._send(claimed, reads)
+
+    async def _send(self, claimed: list[ClaimedDelivery], reads: list[_Read]) -> None:
+        where: dict[Any, list[_Read]] = {}
+        for read in reads:
+            if read.ticket is None:
+                log.warning("%s lane: a message that is not a ticket was dropped", self.priority)
+            where.setdefault(read.ticket.delivery_id if read.ticket else None, []).append(read)
+        started: list[tuple[ClaimedDelivery, asyncio.Task[None]]] = []
+        try:
+            started = await self.pipeline.process(claimed)
+        except Exception as error:
+            # The claimed rows are leased: the reaper returns them if nothing else does.
+            log.error("%s lane: sending a batch failed (%s)", self.priority, error_name(error))
+        running = {delivery.id for delivery, _ in started}
+        for delivery, task in started:
+            task.add_done_callback(self._when_sent(where.get(delivery.id, [])))
+        # Every other message is done now: a duplicate, or its outcome is with the writer.
+        for delivery_id, mine in where.items():
+            if delivery_id not in running:
+                self._done(mine)
+
+    def _when_sent(self, reads: list[_Read]) -> Callable[[asyncio.Task[None]], None]:
+        return lambda _task: self._done(reads)
+
+    def _done(self, reads: list[_Read]) -> None:
+        for read in reads:
+            self.offsets.done(read.partition, read.offset)
+
+    def _rewind(self, consumer: AIOKafkaConsumer, reads: list[_Read]) -> None:
+        first: dict[TopicPartition, int] = {}
+        for read in reads:
+            first[read.partition] = min(read.offset, first.get(read.partition, read.offset))
+        for partition, offset in first.items():
+            self.offsets.rewind(partition, offset)
+            consumer.seek(partition, offset)
+
+    async def _commit_every(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await sleep_unless(stop, self.plan.kafka.commit_interval)
+            await self.commit(consumer)
+
+    async def commit(
+        self, consumer: AIOKafkaConsumer, only: set[TopicPartition] | None = None
+    ) -> None:
+        """Commit the offsets whose outcomes are written; a failure waits for the next."""
+        offsets = self.offsets.committable()
+        if only is not None:
+            offsets = {p: o for p, o in offsets.items() if p in only}
+        if not offsets:
+            return
+        try:
+            async with asyncio.timeout(COMMIT_WAIT_SECONDS):
+                await self.context.writer.written(self.context.writer.mark())
+                await consumer.commit(offsets)
+        except Exception as error:
+            log.info("%s lane: offsets not committed (%s)", self.priority, error_name(error))
+            return
+        self.offsets.committed(offsets)
+
+    async def drain(self, grace: float) -> None:
+        await self.pipeline.drain(grace)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Before partitions move to another worker, commit what is done of them."""
+
+    def __init__(self, lane: KafkaLane, consumer: AIOKafkaConsumer) -> None:
+        self.lane = lane
+        self.consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.lane.commit(self.consumer, set(revoked))
+        self.lane.offsets.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
+
+
+def _by_topic(partitions: set[TopicPartition]) -> dict[str, list[TopicPartition]]:
+    found: dict[str, list[TopicPartition]] = {}
+    for partition in sorted(partitions):
+        found.setdefault(partition.topic, []).append(partition)
+    return found
+
+
+async def _stop_quietly(consumer: AIOKafkaConsumer) -> None:
+    try:
+        await consumer.stop()
+    except Exception as error:
+        log.debug("stopping a consumer failed (%s)", error_name(error))

@@ -1,0 +1,252 @@
+"""The Kafka transport in one process, against a real broker (tansu): the relay publishes
+due deliveries and marks them QUEUED, workers claim them by ticket and send through the
+same pipeline as the direct dispatcher; duplicate and stale tickets are dropped, retries
+come back through the relay, and QUEUED rows whose ticket was lost are reaped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from aiokafka import AIOKafkaProducer
+
+from tests.helpers import eventually, put_type
+from tests.kafka_broker import Broker
+from tidings.clock import utcnow
+from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.relay import Relay
+from tidings.priorities import Channel, Priority
+from tidings.providers.testing import Script, ScriptedProvider
+from tidings.service import Service
+from tidings.settings import Settings
+from tidings.states import Status
+from tidings.store.claims import reap_expired_leases
+from tidings.store.schema import delivery, delivery_event
+from tidings.transport.offsets import OffsetTracker
+from tidings.transport.settings import KafkaSettings
+from tidings.transport.tickets import Ticket
+from tidings.transport.topics import topic_name
+
+ON_POSTGRES = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    broker = Broker(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def settings(settings: Settings, broker: Broker) -> Settings:
+    kafka = KafkaSettings(partitions=2, queue_lease_seconds=30, commit_interval=0.1)
+    return settings.model_copy(
+        update={"transport": "kafka", "kafka_bootstrap": broker.bootstrap, "kafka": kafka}
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(
+    service: Service, provider: ScriptedProvider, relays: int = 1, workers: int = 1
+) -> AsyncIterator[list[Relay]]:
+    """Relays and workers in this process, stopped on exit."""
+    stop = asyncio.Event()
+    assert service.settings.kafka_bootstrap
+    plan = WorkerPlan(service.settings.kafka_bootstrap, service.settings.kafka)
+    started = [Relay(service) for _ in range(relays)]
+    jobs = [relay.run(stop) for relay in started]
+    for _ in range(workers):
+        providers = {channel: provider for channel in Channel}
+        jobs.append(Dispatcher(service, providers, worker=plan).run(stop))
+    tasks = [asyncio.create_task(job) for job in jobs]
+    try:
+        yield started
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+
+
+async def accept(client: httpx.AsyncClient, count: int, kind: str = "otp") -> list[str]:
+    batch = [
+        {"idempotencyKey": str(uuid.uuid4()), "type": kind, "to": {"email": f"u{n}@example.com"}}
+        for n in range(count)
+    ]
+    answer = await client.post("/v1/notifications/batch", json={"notifications": batch})
+    assert answer.status_code == 200, answer.text
+    return [item["id"] for item in answer.json()["results"]]
+
+
+async def statuses(service: Service) -> dict[str, int]:
+    query = sa.select(delivery.c.status, sa.func.count()).group_by(delivery.c.status)
+    async with service.db.engine.connect() as conn:
+        return {status: count for status, count in (await conn.execute(query)).all()}
+
+
+@ON_POSTGRES
+async def test_relay_and_worker_send_every_priority_once(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await put_type(client, "news", priority="normal", channels=("email",))
+    await put_type(client, "promo", category="marketing", priority="low", channels=("email",))
+    for kind in ("otp", "news", "promo"):
+        await accept(client, 100, kind)
+    provider = ScriptedProvider()
+    async with running(service, provider, relays=2, workers=2):
+        await eventually(lambda: _all(service, Status.SENT, 300), within=60)
+    sent = [call.delivery_id for call in provider.completed]
+    assert len(sent) == 300 and len(set(sent)) == 300
+    assert {call.priority for call in provider.completed} == {"high", "normal", "low"}
+
+
+@ON_POSTGRES
+async def test_a_ticket_published_twice_is_sent_once(
+    client: httpx.AsyncClient, service: Service, broker: Broker
+) -> None:
+    """A relay that died after the broker's acknowledgement and before its commit leaves a
+    ticket behind; whichever copy arrives first takes the row, the other finds it taken."""
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await accept(client, 20)
+    provider = ScriptedProvider()
+    async with running(service, provider):
+        await eventually(lambda: _all(service, Status.SENT, 20), within=30)
+        tickets = await _tickets_of_sent(service)
+        await _publish(broker.bootstrap, tickets)  # the same tickets again
+        await asyncio.sleep(2)
+    assert len(provider.completed) == 20
+
+
+@ON_POSTGRES
+async def test_a_stale_ticket_is_dropped_and_the_reaper_gives_the_row_back(
+    client: httpx.AsyncClient, service: Service, broker: Broker
+) -> None:
+    """A QUEUED row whose ticket never arrives (lost with the broker's log) is not sent on
+    a ticket naming another lease; once its queue lease ends it is PENDING again, and is
+    published and sent."""
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await accept(client, 1)
+    now = utcnow()
+    async with service.db.engine.begin() as conn:
+        row = (await conn.execute(sa.select(delivery.c.id))).one()
+        await conn.execute(
+            sa.update(delivery).values(status="QUEUED", lease_until=now + timedelta(seconds=2))
+        )
+    provider = ScriptedProvider()
+    async with running(service, provider):
+        await _publish(broker.bootstrap, [Ticket(row.id, now + timedelta(seconds=99))])
+        await asyncio.sleep(1.0)
+        assert provider.completed == []
+        assert await statuses(service) == {"QUEUED": 1}
+        await eventually(lambda: _all(service, Status.SENT, 1), within=20)
+    assert len(provider.completed) == 1
+    async with service.db.engine.connect() as conn:
+        kinds = (await conn.execute(sa.select(delivery_event.c.kind))).scalars().all()
+    assert "queue_expired" in kinds
+
+
+@ON_POSTGRES
+async def test_a_retry_goes_back_through_the_relay(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await put_type(client, "otp", priority="high", channels=("email",), retry={"baseDelay": 0.1})
+    await accept(client, 3)
+    provider = ScriptedProvider(scripts={"u1@example.com": Script(transient_failures=2)})
+    async with running(service, provider):
+        await eventually(lambda: _all(service, Status.SENT, 3), within=30)
+    async with service.db.engine.connect() as conn:
+        attempts = dict(
+            (await conn.execute(sa.select(delivery.c.address, delivery.c.attempts))).all()
+        )
+    assert attempts == {"u0@example.com": 1, "u1@example.com": 3, "u2@example.com": 1}
+    assert len(provider.completed) == 5
+
+
+@ON_POSTGRES
+async def test_the_reaper_returns_expired_queue_leases_only(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """QUEUED rows past their lease go back to PENDING without an attempt counted; rows
+    within their lease stay."""
+    await _queue(client, service, expired=2, live=3)
+    assert await reap_expired_leases(service.db, utcnow()) == 2
+    assert await statuses(service) == {"PENDING": 2, "QUEUED": 3}
+    async with service.db.engine.connect() as conn:
+        attempts = (await conn.execute(sa.select(delivery.c.attempts))).scalars().all()
+    assert set(attempts) == {0}
+
+
+def test_offsets_move_only_past_finished_messages() -> None:
+    tracker = OffsetTracker()
+    for offset in range(5):
+        tracker.started("p0", offset)
+    tracker.done("p0", 0)
+    tracker.done("p0", 2)
+    assert tracker.committable() == {"p0": 1}
+    tracker.committed({"p0": 1})
+    assert tracker.committable() == {}
+    tracker.done("p0", 1)
+    assert tracker.committable() == {"p0": 3}
+    tracker.rewind("p0", 3)  # 3 and 4 will be read again
+    assert tracker.in_progress() == 0
+    tracker.forget(["p0"])
+    tracker.done("p0", 3)  # a revoked partition's late finish is ignored
+    assert tracker.committable() == {}
+
+
+def test_a_ticket_round_trips_and_junk_is_not_a_ticket() -> None:
+    ticket = Ticket(uuid.uuid4(), utcnow())
+    assert Ticket.decode(ticket.encode()) == ticket
+    for junk in (None, b"", b"{}", b"[1]", b'{"delivery":"x","queuedUntil":"y"}'):
+        assert Ticket.decode(junk) is None
+
+
+def test_kafka_needs_a_broker_and_postgresql(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="kafka_bootstrap"):
+        Settings(transport="kafka", database_url="postgresql://x/y")
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        Settings(transport="kafka", kafka_bootstrap="b:9092", database_url="sqlite:///x.db")
+
+
+async def _all(service: Service, status: Status, count: int) -> bool:
+    return await statuses(service) == {status.value: count}
+
+
+async def _tickets_of_sent(service: Service) -> list[Ticket]:
+    """Tickets naming each sent row as it was while QUEUED (its lease is gone: any one)."""
+    async with service.db.engine.connect() as conn:
+        ids = (await conn.execute(sa.select(delivery.c.id))).scalars().all()
+    return [Ticket(i, utcnow()) for i in ids]
+
+
+async def _publish(bootstrap: str, tickets: list[Ticket]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for ticket in tickets:
+            await producer.send_and_wait(topic_name(Priority.HIGH, "email"), ticket.encode())
+    finally:
+        await producer.stop()
+
+
+async def _queue(client: httpx.AsyncClient, service: Service, expired: int, live: int) -> None:
+    """Accepted deliveries made QUEUED, the first ``expired`` past their queue lease."""
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await accept(client, expired + live)
+    now = utcnow()
+    async with service.db.engine.begin() as conn:
+        ids = (await conn.execute(sa.select(delivery.c.id).order_by(delivery.c.id))).scalars()
+        for n, delivery_id in enumerate(ids.all()):
+            lease = now + timedelta(seconds=-5 if n < expired else 60)
+            await conn.execute(
+                sa.update(delivery)
+                .where(delivery.c.id == delivery_id)
+                .values(status="QUEUED", lease_until=lease)
+            )
