@@ -1,0 +1,200 @@
+"""The Kafka transport as a fleet: real ``tidings relay`` and ``tidings worker`` processes on
+PostgreSQL, Redis and a tansu broker deliver 20,000 emails of mixed priorities to the
+provider simulator (its dedup off, so every repeat would be counted) limited to 400/s.
+
+Undisturbed: every one arrives exactly once, and the simulator never answers 429. With a
+relay and a worker killed by SIGKILL and then the broker restarted without its memory:
+nothing is lost (the reaper gives back what the broker lost), and the only repeats are
+deliveries the killed worker was sending at that instant (at-least-once towards a provider
+without idempotency: the row's lease expired with the provider's answer unknown)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from tests.helpers import put_type, windows
+from tests.kafka_broker import Broker
+from tests.processes import TidingsProcesses, tidings_env, tidings_processes
+from tidings.service import Service
+from tidings.simulator.behaviour import Behaviour
+from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.store.schema import delivery, delivery_event
+
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"], indirect=True)]
+
+KEY = "SG.kafka-fleet"
+LIMIT = 400
+BURST_SECONDS = 0.5
+COUNTS = {"otp": 2_000, "news": 6_000, "promo": 12_000}
+TOTAL = sum(COUNTS.values())
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker(tmp_path / "tansu.log").start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
+    behaviour = {"sendgrid": Behaviour(rate_limit=LIMIT, dedup=False, latency_ms=2)}
+    config = SimulatorConfig(credentials_dir=tmp_path, sendgrid_api_key=KEY, behaviours=behaviour)
+    async with Simulator(config) as simulator:
+        yield simulator
+
+
+def fleet_env(database_url: str, sim: Simulator, broker: Broker) -> dict[str, str]:
+    account = {
+        "kind": "sendgrid",
+        "api_key": KEY,
+        "base_url": sim.url,
+        "from_email": "noreply@example.com",
+        "rate_per_second": LIMIT,
+        "timeout": 5,
+    }
+    settings: dict[str, Any] = {
+        "database_url": database_url,
+        "transport": "kafka",
+        "kafka_bootstrap": broker.bootstrap,
+        "redis_url": REDIS,
+        "accounts": {"sendgrid-main": account},
+        "providers": {"email": "sendgrid-main"},
+        "rate_limits": {"burst_seconds": BURST_SECONDS},
+        # Short leases, so that what a killed process or the lost broker held comes back
+        # within the test; max_queued keeps a topic's backlog well inside the queue lease.
+        "lease_seconds": 5,
+        "reaper_interval": 1,
+        "kafka": {"partitions": 6, "queue_lease_seconds": 10, "max_queued": 1_500},
+        "secret_key": "kafka-fleet-test",
+    }
+    return tidings_env(**settings)
+
+
+async def accept_all(client: httpx.AsyncClient) -> None:
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await put_type(client, "news", priority="normal", channels=("email",))
+    await put_type(client, "promo", category="marketing", priority="low", channels=("email",))
+    items = [(kind, n) for kind, count in COUNTS.items() for n in range(count)]
+    items.sort(key=lambda item: item[1])  # the priorities interleaved, as they would arrive
+    for start in range(0, len(items), 500):
+        batch = [
+            {
+                "idempotencyKey": str(uuid.uuid4()),
+                "type": kind,
+                "to": {"email": f"{kind}-{n}@example.com"},
+            }
+            for kind, n in items[start : start + 500]
+        ]
+        answer = await client.post("/v1/notifications/batch", json={"notifications": batch})
+        assert answer.status_code == 200, answer.text
+
+
+def start_fleet(processes: TidingsProcesses) -> dict[str, Any]:
+    fleet = {f"relay-{n}": processes.start(f"relay-{n}", ["relay"]) for n in "ab"}
+    fleet.update({f"worker-{n}": processes.start(f"worker-{n}", ["worker"]) for n in "abc"})
+    return fleet
+
+
+async def sent_count(service: Service) -> int:
+    query = sa.select(sa.func.count()).where(delivery.c.status == "SENT")
+    async with service.db.engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def until_sent(service: Service, count: int, within: float, processes: Any) -> None:
+    deadline = time.monotonic() + within
+    while (done := await sent_count(service)) < count:
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {p.name}\n{p.log_tail(15)}" for p in processes.started)
+            raise AssertionError(f"{done} of {count} SENT within {within}s\n{logs}")
+        await asyncio.sleep(0.5)
+
+
+def check_the_limit(sim: Simulator) -> Counter[str]:
+    """No 429, no one-second window above R + C; the count of each address received."""
+    state = sim.state("sendgrid")
+    assert state.counts["over_limit"] == 0, "the simulator answered 429"
+    first = min(r.at for r in state.received)
+    steady = [r.at for r in state.received if r.at >= first + 1.0]
+    assert max(windows(steady)) <= LIMIT * (1 + BURST_SECONDS) + 1, max(windows(steady))
+    return Counter(r.address for r in state.received)
+
+
+async def test_two_relays_and_three_workers_deliver_each_once(
+    client: httpx.AsyncClient,
+    service: Service,
+    sim: Simulator,
+    broker: Broker,
+    pg_database_url: str,
+    tmp_path: Path,
+) -> None:
+    await _flush_rate_state()
+    await accept_all(client)
+    with tidings_processes(fleet_env(pg_database_url, sim, broker), tmp_path) as processes:
+        fleet = start_fleet(processes)
+        await until_sent(service, TOTAL, within=240, processes=processes)
+        assert all(p.is_running() for p in fleet.values())
+    received = check_the_limit(sim)
+    assert len(received) == TOTAL, "lost at the provider"
+    assert max(received.values()) == 1, "sent twice"
+
+
+async def test_killed_processes_and_a_lost_broker_lose_nothing(
+    client: httpx.AsyncClient,
+    service: Service,
+    sim: Simulator,
+    broker: Broker,
+    pg_database_url: str,
+    tmp_path: Path,
+) -> None:
+    await _flush_rate_state()
+    await accept_all(client)
+    with tidings_processes(fleet_env(pg_database_url, sim, broker), tmp_path) as processes:
+        fleet = start_fleet(processes)
+        await until_sent(service, TOTAL // 5, within=120, processes=processes)
+        await fleet["relay-a"].kill_and_wait()
+        await fleet["worker-a"].kill_and_wait()
+        await until_sent(service, TOTAL // 2, within=120, processes=processes)
+        broker.restart()  # every topic, message and committed offset is gone
+        await until_sent(service, TOTAL, within=300, processes=processes)
+    received = check_the_limit(sim)
+    assert len(received) == TOTAL, "lost at the provider"
+    repeated = {address for address, times in received.items() if times > 1}
+    # A repeat is only ever a delivery the killed worker held when it died: its lease
+    # expired with the provider's answer unknown.
+    expired = await _addresses_with_event(service, "lease_expired")
+    assert repeated <= expired, repeated - expired
+    assert await _addresses_with_event(service, "queue_expired"), "the reaper had nothing?"
+
+
+async def _addresses_with_event(service: Service, kind: str) -> set[str]:
+    query = (
+        sa.select(delivery.c.address)
+        .join(delivery_event, delivery_event.c.delivery_id == delivery.c.id)
+        .where(delivery_event.c.kind == kind)
+    )
+    async with service.db.engine.connect() as conn:
+        return set((await conn.execute(query)).scalars().all())
+
+
+async def _flush_rate_state() -> None:
+    """Start from a full bucket, whatever an earlier test left for this account."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(REDIS)
+    try:
+        await client.delete("tidings:rate:sendgrid-main")
+    finally:
+        await client.aclose()
