@@ -250,3 +250,24 @@ async def _queue(client: httpx.AsyncClient, service: Service, expired: int, live
                 .where(delivery.c.id == delivery_id)
                 .values(status="QUEUED", lease_until=lease)
             )
+
+
+def test_the_commands_say_what_the_kafka_transport_needs() -> None:
+    from typer.testing import CliRunner
+
+    from tidings.cli import app
+
+    runner = CliRunner()
+    direct = runner.invoke(app, ["relay"], env={"TIDINGS_TRANSPORT": "direct"})
+    assert direct.exit_code == 1 and "TIDINGS_TRANSPORT=kafka" in direct.output
+    kafka = {
+        "TIDINGS_TRANSPORT": "kafka",
+        "TIDINGS_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "TIDINGS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+    }
+    refused = runner.invoke(app, ["dispatch"], env=kafka)
+    assert refused.exit_code == 1 and "tidings relay" in refused.output
+    bad_lane = runner.invoke(app, ["worker", "--lanes", "high,urgent"], env=kafka)
+    assert bad_lane.exit_code == 1 and "--lanes: unknown name 'urgent'" in bad_lane.output
+    no_broker = runner.invoke(app, ["worker"], env={"TIDINGS_TRANSPORT": "kafka"})
+    assert no_broker.exit_code == 1 and "kafka_bootstrap" in no_broker.output
