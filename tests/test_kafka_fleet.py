@@ -30,7 +30,12 @@ from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.store.schema import delivery, delivery_event
 
-pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"], indirect=True)]
+pytestmark = [
+    pytest.mark.slow,
+    # Two minutes each on a quiet two-core machine; room for a loaded one.
+    pytest.mark.timeout(900),
+    pytest.mark.parametrize("backend", ["postgresql"], indirect=True),
+]
 
 KEY = "SG.kafka-fleet"
 LIMIT = 400
@@ -55,7 +60,9 @@ async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
         yield simulator
 
 
-def fleet_env(database_url: str, sim: Simulator, broker: Broker) -> dict[str, str]:
+def fleet_env(
+    database_url: str, sim: Simulator, broker: Broker, queue_lease: float
+) -> dict[str, str]:
     account = {
         "kind": "sendgrid",
         "api_key": KEY,
@@ -72,11 +79,11 @@ def fleet_env(database_url: str, sim: Simulator, broker: Broker) -> dict[str, st
         "accounts": {"sendgrid-main": account},
         "providers": {"email": "sendgrid-main"},
         "rate_limits": {"burst_seconds": BURST_SECONDS},
-        # Short leases, so that what a killed process or the lost broker held comes back
-        # within the test; max_queued keeps a topic's backlog well inside the queue lease.
+        # A short lease, so that what a killed worker held comes back within the test;
+        # max_queued keeps a topic's backlog well inside the queue lease.
         "lease_seconds": 5,
         "reaper_interval": 1,
-        "kafka": {"partitions": 6, "queue_lease_seconds": 10, "max_queued": 1_500},
+        "kafka": {"partitions": 6, "queue_lease_seconds": queue_lease, "max_queued": 1_500},
         "secret_key": "kafka-fleet-test",
     }
     return tidings_env(**settings)
@@ -142,13 +149,16 @@ async def test_two_relays_and_three_workers_deliver_each_once(
 ) -> None:
     await _flush_rate_state()
     await accept_all(client)
-    with tidings_processes(fleet_env(pg_database_url, sim, broker), tmp_path) as processes:
+    env = fleet_env(pg_database_url, sim, broker, queue_lease=60)
+    with tidings_processes(env, tmp_path) as processes:
         fleet = start_fleet(processes)
-        await until_sent(service, TOTAL, within=240, processes=processes)
+        await until_sent(service, TOTAL, within=400, processes=processes)
         assert all(p.is_running() for p in fleet.values())
     received = check_the_limit(sim)
     assert len(received) == TOTAL, "lost at the provider"
     assert max(received.values()) == 1, "sent twice"
+    # Every ticket found its row: none waited out its queue lease.
+    assert not await _addresses_with_event(service, "queue_expired")
 
 
 async def test_killed_processes_and_a_lost_broker_lose_nothing(
@@ -161,7 +171,9 @@ async def test_killed_processes_and_a_lost_broker_lose_nothing(
 ) -> None:
     await _flush_rate_state()
     await accept_all(client)
-    with tidings_processes(fleet_env(pg_database_url, sim, broker), tmp_path) as processes:
+    # A short queue lease: what the lost broker held comes back within the test.
+    env = fleet_env(pg_database_url, sim, broker, queue_lease=10)
+    with tidings_processes(env, tmp_path) as processes:
         fleet = start_fleet(processes)
         await until_sent(service, TOTAL // 5, within=120, processes=processes)
         await fleet["relay-a"].kill_and_wait()

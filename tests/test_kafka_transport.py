@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -28,7 +28,8 @@ from tidings.providers.testing import Script, ScriptedProvider
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.states import Status
-from tidings.store.claims import reap_expired_leases
+from tidings.store.claims import ClaimedDelivery, reap_expired_leases
+from tidings.store.queue import Due, claim_queued, relay_due
 from tidings.store.schema import delivery, delivery_event
 from tidings.transport.offsets import OffsetTracker
 from tidings.transport.settings import KafkaSettings
@@ -101,7 +102,7 @@ async def test_relay_and_worker_send_every_priority_once(
         await accept(client, 100, kind)
     provider = ScriptedProvider()
     async with running(service, provider, relays=2, workers=2):
-        await eventually(lambda: _all(service, Status.SENT, 300), within=60)
+        await until_all(service, Status.SENT, 300, within=60)
     sent = [call.delivery_id for call in provider.completed]
     assert len(sent) == 300 and len(set(sent)) == 300
     assert {call.priority for call in provider.completed} == {"high", "normal", "low"}
@@ -117,7 +118,7 @@ async def test_a_ticket_published_twice_is_sent_once(
     await accept(client, 20)
     provider = ScriptedProvider()
     async with running(service, provider):
-        await eventually(lambda: _all(service, Status.SENT, 20), within=30)
+        await until_all(service, Status.SENT, 20, within=30)
         tickets = await _tickets_of_sent(service)
         await _publish(broker.bootstrap, tickets)  # the same tickets again
         await asyncio.sleep(2)
@@ -145,7 +146,7 @@ async def test_a_stale_ticket_is_dropped_and_the_reaper_gives_the_row_back(
         await asyncio.sleep(1.0)
         assert provider.completed == []
         assert await statuses(service) == {"QUEUED": 1}
-        await eventually(lambda: _all(service, Status.SENT, 1), within=20)
+        await until_all(service, Status.SENT, 1, within=20)
     assert len(provider.completed) == 1
     async with service.db.engine.connect() as conn:
         kinds = (await conn.execute(sa.select(delivery_event.c.kind))).scalars().all()
@@ -160,13 +161,39 @@ async def test_a_retry_goes_back_through_the_relay(
     await accept(client, 3)
     provider = ScriptedProvider(scripts={"u1@example.com": Script(transient_failures=2)})
     async with running(service, provider):
-        await eventually(lambda: _all(service, Status.SENT, 3), within=30)
+        await until_all(service, Status.SENT, 3, within=30)
     async with service.db.engine.connect() as conn:
         attempts = dict(
             (await conn.execute(sa.select(delivery.c.address, delivery.c.attempts))).all()
         )
     assert attempts == {"u0@example.com": 1, "u1@example.com": 3, "u2@example.com": 1}
     assert len(provider.completed) == 5
+
+
+@ON_POSTGRES
+async def test_a_ticket_that_outruns_its_relays_commit_still_takes_its_row(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The broker acknowledged the ticket and a worker read it before the relay committed
+    QUEUED: the worker's claim waits for that commit instead of finding the row PENDING
+    (which left it QUEUED, unsent, for a whole queue lease)."""
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await accept(client, 1)
+    claims: list[asyncio.Task[list[ClaimedDelivery]]] = []
+
+    async def publish(due: Sequence[Due], queued_until: datetime) -> None:
+        lease = utcnow() + timedelta(seconds=60)
+        ticket = [(due[0].id, queued_until)]
+        claims.append(asyncio.create_task(claim_queued(service.db, ticket, utcnow(), lease)))
+        await asyncio.sleep(0.3)
+        assert not claims[0].done(), "the claim did not wait for the relay's commit"
+
+    now = utcnow()
+    queued_until = now + timedelta(seconds=30)
+    assert await relay_due(service.db, Priority.HIGH, 10, now, queued_until, publish) == 1
+    claimed = await asyncio.wait_for(claims[0], timeout=10)
+    assert len(claimed) == 1 and claimed[0].attempts == 1
+    assert await statuses(service) == {"SENDING": 1}
 
 
 @ON_POSTGRES
@@ -217,6 +244,25 @@ def test_kafka_needs_a_broker_and_postgresql(tmp_path: Path) -> None:
 
 async def _all(service: Service, status: Status, count: int) -> bool:
     return await statuses(service) == {status.value: count}
+
+
+async def until_all(service: Service, status: Status, count: int, within: float) -> None:
+    """Every delivery in ``status``; else fail showing the rows and their history."""
+    try:
+        await eventually(lambda: _all(service, status, count), within=within)
+    except AssertionError as error:
+        columns = (
+            delivery.c.address,
+            delivery.c.status,
+            delivery.c.attempts,
+            delivery.c.lease_until,
+        )
+        async with service.db.engine.connect() as conn:
+            rows = (await conn.execute(sa.select(*columns))).all()
+            events = (
+                await conn.execute(sa.select(delivery_event.c.kind, delivery_event.c.at))
+            ).all()
+        raise AssertionError(f"{error}\nnow {utcnow()}\nrows {rows}\nevents {events}") from None
 
 
 async def _tickets_of_sent(service: Service) -> list[Ticket]:

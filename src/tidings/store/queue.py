@@ -5,8 +5,15 @@ The relay takes due PENDING rows with ``FOR UPDATE SKIP LOCKED``, publishes thei
 and marks them QUEUED under a queue lease, all inside one transaction: a relay that dies
 before its commit leaves them PENDING (published again later; the first ticket finds no
 QUEUED row and is dropped). A worker's claim moves QUEUED to SENDING only under the lease
-its ticket names; it waits for a relay's commit still in progress on the same rows
-instead of skipping them, so a ticket that arrives before that commit is not lost.
+its ticket names.
+
+A ticket can reach a worker before its relay has committed: the broker acknowledged it,
+and the relay's UPDATE to QUEUED is still on its way. The row is then still PENDING in any
+snapshot the worker takes, and an UPDATE ``WHERE status = 'QUEUED'`` would pass it by
+without waiting (PostgreSQL waits only for rows that match in its snapshot). So the claim
+first locks the tickets' rows by id, which waits for the relay's transaction whatever the
+row's status, and then updates them in a second statement, whose new snapshot (READ
+COMMITTED) sees the relay's commit.
 """
 
 from __future__ import annotations
@@ -75,6 +82,9 @@ async def relay_due(
     return len(rows)
 
 
+_LOCK_TICKETS = """
+SELECT id FROM delivery WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+"""
 _CLAIM_QUEUED = f"""
 UPDATE delivery AS d
 SET status = 'SENDING', attempts = d.attempts + 1, lease_until = $3, updated_at = $2
@@ -97,10 +107,10 @@ async def claim_queued(
     if not tickets:
         return []
     ordered = sorted(set(tickets))  # one lock order for every worker: no deadlocks
-    async with db.asyncpg() as conn:
-        rows = await conn.fetch(
-            _CLAIM_QUEUED, [t[0] for t in ordered], now, lease_until, [t[1] for t in ordered]
-        )
+    ids = [t[0] for t in ordered]
+    async with db.asyncpg() as conn, conn.transaction():
+        await conn.execute(_LOCK_TICKETS, ids)
+        rows = await conn.fetch(_CLAIM_QUEUED, ids, now, lease_until, [t[1] for t in ordered])
     return [claimed_from_row(row) for row in rows]
 
 
