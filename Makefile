@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign format
+.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka format
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -26,6 +26,7 @@ bench:  ## benchmarks on PostgreSQL; writes docs/benchmarks.md
 	.venv/bin/python -m bench
 	.venv/bin/python -m bench.rate
 	.venv/bin/python -m bench.campaign
+	.venv/bin/python -m bench.kafka
 
 bench-rate:  ## the rate-limit run alone (30 s); writes its section of docs/benchmarks.md
 	scripts/venv.sh
@@ -36,3 +37,8 @@ bench-campaign:  ## campaign expansion (1,000,000 users) and HIGH latency during
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.campaign
+
+bench-kafka:  ## Kafka transport against direct mode: HIGH latency during a drain, relay rate, dispatch scaling (several minutes); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.kafka
