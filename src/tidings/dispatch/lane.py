@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import timedelta
 
 from tidings.clock import utcnow
@@ -30,6 +31,8 @@ class Lane:
         self.context = context
         self.pipeline = SendPipeline(priority, context)
         self._min_claim = max(1, min(settings.concurrency, settings.claim_batch) // 4)
+        # Channel groups whose last claim found nothing due: until when not to ask again.
+        self._resting: dict[frozenset[str], float] = {}
 
     @property
     def in_flight(self) -> int:
@@ -61,23 +64,53 @@ class Lane:
             await sleep_unless(stop, GATHER_SECONDS)
             free = self.settings.concurrency - self.in_flight
         wanted = min(free, self.settings.claim_batch)
-        budgets = self.context.protection.claim_budgets(self.priority, wanted)
+        budgets = self._open(self.context.protection.claim_budgets(self.priority, wanted))
         if not any(limit for _, limit in budgets):
-            # Every account is out of tokens for this priority: claim nothing now, so
-            # that nothing is claimed only to be put back.
-            pause = self.context.protection.budget_pause(self.priority)
-            await sleep_unless(stop, min(max(pause, 0.005), self.settings.poll_interval))
+            # Out of tokens, or nothing due where there are: claim nothing now, so that
+            # nothing is claimed only to be put back, and no empty claim is repeated.
+            await self._rest(stop)
             return
         claimed: list[ClaimedDelivery] = []
+        more_due = False
         for channels, limit in budgets:
-            claimed += await self._claim(min(limit, wanted - len(claimed)), channels)
+            ask = min(limit, wanted - len(claimed))
+            if ask <= 0:
+                more_due = more_due or limit > 0
+                continue
+            got = await self._claim(ask, channels)
+            claimed += got
+            if len(got) < ask:
+                # Nothing more due on these channels: not asked again for a poll interval
+                # (or until woken). A claim that finds nothing can read the whole due
+                # index of the priority, a backlog of another channel included.
+                self._resting[channels] = time.monotonic() + self.settings.poll_interval
+            else:
+                more_due = True
         await self.pipeline.process(claimed)
-        if len(claimed) < min(wanted, sum(limit for _, limit in budgets)):
+        if not more_due:
             # Nothing more is due: sleep until woken, or until the next poll.
-            await first_of(
-                self.context.wakeup.wait(self.priority, self.settings.poll_interval),
-                stop.wait(),
-            )
+            await self._sleep(stop, self.settings.poll_interval)
+            self._resting.clear()
+
+    def _open(self, budgets: list[tuple[frozenset[str], int]]) -> list[tuple[frozenset[str], int]]:
+        """``budgets`` without the channels resting after a claim that found nothing."""
+        now = time.monotonic()
+        return [(c, 0 if self._resting.get(c, 0.0) > now else limit) for c, limit in budgets]
+
+    async def _rest(self, stop: asyncio.Event) -> None:
+        """No budget now: sleep until a token comes, a rest ends or a wake-up."""
+        pause = self.context.protection.budget_pause(self.priority)
+        now = time.monotonic()
+        ends = [until - now for until in self._resting.values() if until > now]
+        within = min([self.settings.poll_interval, *ends] + ([pause] if pause > 0 else []))
+        await self._sleep(stop, max(within, 0.005))
+
+    async def _sleep(self, stop: asyncio.Event, within: float) -> None:
+        """Until ``within`` seconds pass, ``stop``, or a wake-up (which ends every rest)."""
+        woken = asyncio.ensure_future(self.context.wakeup.wait(self.priority, within))
+        await first_of(woken, stop.wait())
+        if woken.done() and not woken.cancelled() and woken.result():
+            self._resting.clear()
 
     async def _claim(self, limit: int, channels: frozenset[str]) -> list[ClaimedDelivery]:
         """Up to ``limit`` due deliveries of ``channels`` (every channel: no filter)."""

@@ -116,9 +116,14 @@ class Protection:
         return found
 
     def budget_pause(self, priority: Priority) -> float:
-        """Seconds until any rate-limited channel's account has a token (when every budget
-        is 0: there is no unlimited channel)."""
-        accounts = {a for accounts in self._channel_accounts().values() for a in accounts}
+        """Seconds until any rate-limited channel's account has a token (0 when there is
+        no rate-limited account)."""
+        accounts = {
+            account
+            for accounts in self._channel_accounts().values()
+            for account in accounts
+            if self.limiter.available(account, priority) is not None  # rate-limited
+        }
         return claim_pause(self.limiter, priority, accounts)
 
     async def admit(
