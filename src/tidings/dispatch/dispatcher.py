@@ -24,6 +24,7 @@ from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
+from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.send_checks import SendTimeChecks
 from tidings.dispatch.sending import LaneContext
@@ -36,7 +37,6 @@ from tidings.providers.chains import ProviderSet
 from tidings.service import Service
 from tidings.store import provider_state
 from tidings.store.campaigns import CancelledCampaigns
-from tidings.store.claims import reap_expired_leases
 from tidings.store.wakeup import listen_postgres
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class Dispatcher:
         with contextlib.suppress(Exception):
             await self._join_fleet()  # this process's share before its first send
         helpers = [
-            asyncio.create_task(self._reap(stop)),
+            asyncio.create_task(self._reap_every(stop)),
             asyncio.create_task(self._report_providers(stop)),
             asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
@@ -220,16 +220,6 @@ class Dispatcher:
                 log.exception("reading cancelled campaigns failed; trying again")
             await sleep_unless(stop, self.cancelled.interval)
 
-    async def _reap(self, stop: asyncio.Event) -> None:
-        interval = self.service.settings.reaper_interval
-        while not stop.is_set():
-            try:
-                reaped = await reap_expired_leases(self.service.db, utcnow())
-            except Exception:
-                log.exception("reaper failed; trying again")
-                reaped = 0
-            if reaped:
-                log.warning("returned %d deliveries with expired leases to PENDING", reaped)
-                for priority in Priority:
-                    self.service.wakeup.notify(priority)
-            await sleep_unless(stop, interval)
+    async def _reap_every(self, stop: asyncio.Event) -> None:
+        service = self.service
+        await reap_every(service.settings.reaper_interval, service.db, service.wakeup, stop)

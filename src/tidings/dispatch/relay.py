@@ -27,12 +27,12 @@ from aiokafka import AIOKafkaProducer
 
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
+from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.sending import error_name
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.service import Service
-from tidings.store.claims import reap_expired_leases
 from tidings.store.queue import Due, queued_counts, relay_due
 from tidings.store.wakeup import listen_postgres
 from tidings.transport.settings import KafkaSettings
@@ -74,7 +74,7 @@ class Relay:
     async def run(self, stop: asyncio.Event) -> None:
         helpers = [
             asyncio.create_task(self._count(stop)),
-            asyncio.create_task(self._reap(stop)),
+            asyncio.create_task(self._reap_every(stop)),
             asyncio.create_task(self.expander.run(stop)),
             asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop)),
         ]
@@ -192,16 +192,6 @@ class Relay:
                 log.warning("relay: counting queued deliveries failed (%s)", error_name(error))
             await sleep_unless(stop, COUNT_INTERVAL)
 
-    async def _reap(self, stop: asyncio.Event) -> None:
-        interval = self.service.settings.reaper_interval
-        while not stop.is_set():
-            try:
-                reaped = await reap_expired_leases(self.service.db, utcnow())
-            except Exception as error:
-                log.warning("relay: reaper failed (%s); trying again", error_name(error))
-                reaped = 0
-            if reaped:
-                log.warning("returned %d deliveries with expired leases to PENDING", reaped)
-                for priority in Priority:
-                    self.service.wakeup.notify(priority)
-            await sleep_unless(stop, interval)
+    async def _reap_every(self, stop: asyncio.Event) -> None:
+        service = self.service
+        await reap_every(service.settings.reaper_interval, service.db, service.wakeup, stop)
