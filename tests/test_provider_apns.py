@@ -1,20 +1,29 @@
-"""The APNs adapter against the simulated APNs (HTTP/2 cleartext, token auth)."""
+"""The APNs adapter against the simulated APNs (HTTP/2 cleartext and over TLS, token auth)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import secrets
+import ssl
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.helpers import eventually
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
-from tidings.providers.apns import ApnsProvider
+from tidings.providers.apns import ApnsAccount, ApnsProvider
 from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
 from tidings.simulator.apns import ApnsSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -25,6 +34,10 @@ MINUTE = 60.0
 
 def device() -> str:
     return secrets.token_hex(32)
+
+
+def account(apns_sim: ApnsSimulator, **options: Any) -> ApnsAccount:
+    return ApnsAccount.model_validate(apns_sim.account(**options))
 
 
 @pytest.fixture
@@ -48,7 +61,7 @@ def apns_sim(sim: Simulator, clock: FakeClock) -> ApnsSimulator:
 
 @pytest.fixture
 async def apns(apns_sim: ApnsSimulator, clock: FakeClock) -> AsyncIterator[ApnsProvider]:
-    provider = ApnsProvider("apns-main", apns_sim.account(), clock=clock)
+    provider = ApnsProvider("apns-main", account(apns_sim), clock=clock)
     yield provider
     await provider.close()
 
@@ -76,6 +89,7 @@ async def test_sends_alert_with_documented_headers_over_http2(
         },
         "body": {"aps": {"alert": {"title": "Your order", "body": "has shipped"}}, "order": 42},
         "http_version": "2",
+        "environment": "production",
     }
 
 
@@ -109,14 +123,20 @@ async def test_http1_is_refused_and_the_adapter_uses_http2(
     assert apns_sim.state.counts["received"] == 2
 
 
-async def test_same_apns_id_is_a_duplicate(apns: ApnsProvider, apns_sim: ApnsSimulator) -> None:
+async def test_a_repeated_delivery_is_a_second_push_with_the_same_apns_id(
+    apns: ApnsProvider, apns_sim: ApnsSimulator
+) -> None:
+    """APNs does not deduplicate: the apns-id is only an id it echoes. Sending one delivery
+    twice pushes twice; what keeps tidings from doing so is its claim and dedup key. The
+    adapter makes the apns-id the delivery id, so a repeat carries the same one."""
     message = push(device())
     first = await apns.send(message)
     second = await apns.send(message)
 
     assert first.provider_msg_id == second.provider_msg_id == str(message.delivery_id)
-    summary = apns_sim.state.summary()
-    assert (summary["distinct"], summary["duplicates"]) == (1, 1)
+    received = apns_sim.state.received
+    assert len(received) == 2
+    assert {r.payload["headers"]["apns-id"] for r in received} == {str(message.delivery_id)}
 
 
 @pytest.mark.parametrize(
@@ -180,16 +200,41 @@ async def test_credential_errors_keep_the_token_and_retry_late(
 
 
 async def test_unregistered_carries_apples_timestamp(
-    apns: ApnsProvider, apns_sim: ApnsSimulator
+    apns: ApnsProvider, apns_sim: ApnsSimulator, clock: FakeClock
 ) -> None:
+    """410's timestamp (milliseconds) is the last time APNs confirmed the token invalid: the
+    deactivation carries it, so that a token registered again after it stays active."""
     token = device()
-    apns_sim.state.script(token, "Unregistered")
+    since = clock.now - 3600.0
+    apns_sim.unregister(token, at=since)
+
+    for _ in range(2):  # unregistered is unregistered: every later push is refused too
+        with pytest.raises(PermanentError) as caught:
+            await apns.send(push(token))
+        assert (caught.value.reason, caught.value.effect) == (
+            "Unregistered",
+            Effect.DEACTIVATE_DEVICE,
+        )
+        assert caught.value.effect_at == datetime.fromtimestamp(int(since * 1000) / 1000, UTC)
+
+    apns_sim.state.script(token, "ExpiredToken")  # a scripted 410: confirmed just now
+    with pytest.raises(PermanentError) as scripted:
+        await apns.send(push(token))
+    assert scripted.value.effect_at == datetime.fromtimestamp(int(clock.now * 1000) / 1000, UTC)
+
+
+async def test_a_410_without_a_usable_timestamp_deactivates_unconditionally(
+    sim: Simulator, apns: ApnsProvider, apns_sim: ApnsSimulator
+) -> None:
+    """Only a 410 carries the time; any other dead-token answer has none."""
+    token = device()
+    apns_sim.state.script(token, "BadDeviceToken")
 
     with pytest.raises(PermanentError) as caught:
         await apns.send(push(token))
 
     assert caught.value.effect is Effect.DEACTIVATE_DEVICE
-    assert " since 1" in str(caught.value)
+    assert caught.value.effect_at is None
 
 
 async def test_malformed_device_token_is_deactivated(apns: ApnsProvider) -> None:
@@ -226,8 +271,8 @@ async def test_wrong_signing_key_is_a_credential_error(
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    account = apns_sim.account(private_key_file=None, private_key=other.decode())
-    provider = ApnsProvider("apns", account, clock=clock)
+    wrong = account(apns_sim, private_key_file=None, private_key=other.decode())
+    provider = ApnsProvider("apns", wrong, clock=clock)
     try:
         with pytest.raises(TransientError) as caught:
             await provider.send(push(device()))
@@ -387,10 +432,162 @@ async def test_simulator_checks_headers_with_apples_reasons(
 
 
 async def test_transport_failure_is_transient(apns_sim: ApnsSimulator) -> None:
-    provider = ApnsProvider("apns", apns_sim.account(base_url="http://127.0.0.1:9"))
+    provider = ApnsProvider("apns", account(apns_sim, base_url="http://127.0.0.1:9"))
     try:
         with pytest.raises(TransientError) as caught:
             await provider.send(push(device()))
     finally:
         await provider.close()
-    assert caught.value.reason == "transport"
+    # Port 9 refuses the connection: nothing was sent, so not ambiguous.
+    assert caught.value.reason != "no_answer" and not caught.value.ambiguous
+
+
+# Apple's environments: a token belongs to production or to the sandbox.
+
+
+async def test_a_token_belongs_to_one_environment(
+    apns_sim: ApnsSimulator, clock: FakeClock
+) -> None:
+    development = device()
+    apns_sim.sandbox_tokens.add(development)
+    production = ApnsProvider("apns", account(apns_sim), clock=clock)
+    sandbox = ApnsProvider("apns-dev", account(apns_sim, sandbox=True, tls=True), clock=clock)
+    try:
+        with pytest.raises(PermanentError) as to_production:
+            await production.send(push(development))
+        with pytest.raises(PermanentError) as to_sandbox:
+            await sandbox.send(push(device()))
+        await sandbox.send(push(development))
+        await production.send(push(device()))
+    finally:
+        await production.close()
+        await sandbox.close()
+
+    for wrong in (to_production.value, to_sandbox.value):
+        assert (wrong.reason, wrong.effect) == ("BadDeviceToken", Effect.DEACTIVATE_DEVICE)
+    received = apns_sim.state.received
+    assert [r.payload["environment"] for r in received] == ["sandbox", "production"]
+
+
+# Over TLS, as Apple serves it: ALPN h2, and GOAWAY when a server goes away.
+
+
+@pytest.fixture
+async def apns_tls(apns_sim: ApnsSimulator, clock: FakeClock) -> AsyncIterator[ApnsProvider]:
+    provider = ApnsProvider("apns-tls", account(apns_sim, tls=True), clock=clock)
+    yield provider
+    await provider.close()
+
+
+async def test_sends_over_tls_with_alpn_h2_trusting_the_ca_file(
+    apns_tls: ApnsProvider, apns_sim: ApnsSimulator
+) -> None:
+    assert apns_tls.account.base_url.startswith("https://")
+    await apns_tls.send(push(device()))
+    await apns_tls.send(push(device()))
+
+    assert apns_sim.state.counts["received"] == 2
+    assert apns_sim.state.counts["tls_connections"] == 1  # one connection, two streams
+    assert {r.payload["http_version"] for r in apns_sim.state.received} == {"2"}
+
+
+async def test_tls_without_h2_is_refused(apns_sim: ApnsSimulator) -> None:
+    assert apns_sim.cert_file is not None
+    context = ssl.create_default_context(cafile=str(apns_sim.cert_file))
+    async with httpx.AsyncClient(verify=context) as client:  # offers only http/1.1
+        with pytest.raises(httpx.TransportError):
+            await client.post(f"{apns_sim.tls.url}/3/device/{device()}", json={"aps": {}})
+    assert apns_sim.state.counts["refused_without_h2"] == 1
+    assert apns_sim.state.counts["requests"] == 0
+
+
+async def test_after_goaway_the_adapter_sends_on_a_new_connection(
+    apns_tls: ApnsProvider, apns_sim: ApnsSimulator
+) -> None:
+    await apns_tls.send(push(device()))
+    assert await apns_sim.go_away("Shutdown") == 1
+
+    for _ in range(3):
+        await apns_tls.send(push(device()))
+
+    assert apns_sim.state.counts["tls_connections"] == 2
+    assert apns_sim.state.counts["received"] == 4
+
+
+async def test_a_push_in_flight_at_goaway_is_a_transient_failure(
+    apns_tls: ApnsProvider, apns_sim: ApnsSimulator
+) -> None:
+    """The simulator answers the requests it had before its GOAWAY (HTTP/2's graceful close,
+    as Apple's servers may); httpcore 1.0 gives up on them at the GOAWAY, so such a push is
+    a transient failure, retried (it may have been delivered: at least once). Nothing is
+    lost, and the next push goes out on a new connection."""
+    await apns_tls.send(push(device()))  # the connection is open
+    apns_sim.state.behaviour.latency_ms = 300
+    in_flight = asyncio.create_task(apns_tls.send(push(device())))
+    await eventually(lambda: apns_sim.state.counts["requests"] == 2, within=5)
+    await apns_sim.go_away("Shutdown")
+    apns_sim.state.behaviour.latency_ms = 0
+
+    with pytest.raises(TransientError) as caught:
+        await in_flight
+    assert caught.value.ambiguous and caught.value.reason == "no_answer"  # it was sent
+    await apns_tls.send(push(device()))
+    assert apns_sim.state.counts["tls_connections"] == 2
+    assert apns_sim.state.counts["received"] == 3  # the simulator did accept the second
+
+
+class RawH2:
+    """A bare HTTP/2 client over TLS, to see the frames the simulator sends."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.h2.initiate_connection()
+        self.writer.write(self.h2.data_to_send())
+
+    @classmethod
+    async def connect(cls, apns_sim: ApnsSimulator) -> RawH2:
+        context = ssl.create_default_context(cafile=str(apns_sim.cert_file))
+        context.set_alpn_protocols(["h2"])
+        reader, writer = await asyncio.open_connection(
+            apns_sim.tls.host, apns_sim.tls.port, ssl=context
+        )
+        return cls(reader, writer)
+
+    async def goaway(self) -> h2.events.ConnectionTerminated:
+        """Read until the server's GOAWAY."""
+        while data := await asyncio.wait_for(self.reader.read(65536), 5):
+            for event in self.h2.receive_data(data):
+                if isinstance(event, h2.events.ConnectionTerminated):
+                    return event
+        raise AssertionError("the connection closed without a GOAWAY")
+
+
+async def test_goaway_carries_apples_json_reason(apns_sim: ApnsSimulator) -> None:
+    client = await RawH2.connect(apns_sim)
+    await asyncio.sleep(0.05)  # the server has the connection
+    closing = asyncio.create_task(apns_sim.go_away("Shutdown"))
+
+    goaway = await client.goaway()
+    await closing
+
+    assert goaway.error_code == 0
+    assert json.loads(goaway.additional_data or b"") == {"reason": "Shutdown"}
+    client.writer.close()
+
+
+async def test_a_stopping_simulator_says_goaway_shutdown(tmp_path: Path) -> None:
+    sim = Simulator(SimulatorConfig(credentials_dir=tmp_path))
+    await sim.start()
+    apns_sim = sim.http["apns"]
+    assert isinstance(apns_sim, ApnsSimulator)
+    assert sim.servers["apns"].port == apns_sim.tls.port != 0
+    client = await RawH2.connect(apns_sim)
+    await asyncio.sleep(0.05)
+    stopping = asyncio.create_task(sim.stop())
+
+    goaway = await client.goaway()
+    await stopping
+
+    assert json.loads(goaway.additional_data or b"") == {"reason": "Shutdown"}
+    client.writer.close()

@@ -6,23 +6,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from pydantic import SecretStr
 
 from tests.helpers import eventually, post, put_type
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.accounts import AccountSettings
+from tidings.providers.apns import ApnsAccount
+from tidings.providers.fcm import FcmAccount
 from tidings.providers.smtp import SmtpAccount
 from tidings.providers.webhook import WebhookAccount
 from tidings.service import Service, providers_from_settings
+from tidings.simulator.apns import ApnsSimulator
+from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
+from tidings.states import Effect, Status
+from tidings.store import users
+from tidings.store.effects import apply_effects
+from tidings.store.engine import Database
+from tidings.store.outcomes import Outcome
+from tidings.store.schema import delivery
 
 DEVICE = "ab" * 32  # APNs device tokens are hex
 
@@ -50,6 +63,18 @@ async def dispatching(
         stop.set()
         await asyncio.wait_for(task, timeout=30)
         await providers.close()
+
+
+def apns_account(sim: Simulator) -> ApnsAccount:
+    apns = sim.http["apns"]
+    assert isinstance(apns, ApnsSimulator)
+    return ApnsAccount.model_validate(apns.account())
+
+
+def fcm_account(sim: Simulator) -> FcmAccount:
+    fcm = sim.http["fcm"]
+    assert isinstance(fcm, FcmSimulator)
+    return FcmAccount.model_validate(fcm.account())
 
 
 def smtp_account(sim: Simulator) -> SmtpAccount:
@@ -92,7 +117,7 @@ async def test_an_unregistered_apns_token_deactivates_the_device(
     device = {"userId": "ana", "platform": "ios", "token": DEVICE}
     assert (await client.post("/v1/devices", json=device)).status_code == 201
     sim.state("apns").script(DEVICE, "Unregistered")
-    apns = sim.http["apns"].account()  # type: ignore[attr-defined]
+    apns = apns_account(sim)
     async with dispatching(service, {"apns-sim": apns}, {"push": ["apns-sim"]}):
         shown = await send_and_settle(client, {"type": "order.shipped", "userId": "ana"})
         [delivery] = shown["deliveries"]
@@ -114,13 +139,81 @@ async def _inactive(client: httpx.AsyncClient, user_id: str) -> dict[str, Any] |
     return None if shown.get("active", True) else shown
 
 
+async def test_a_token_registered_after_apples_timestamp_stays_active(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    """APNs' 410 says when it last confirmed the token invalid: a device that registered the
+    token after that keeps it (Apple: it must get pushes again); one registered before
+    loses it."""
+    await put_type(client, "order.shipped", channels=("push",))
+    device = {"userId": "ana", "platform": "ios", "token": DEVICE}
+    assert (await client.post("/v1/devices", json=device)).status_code == 201
+    apns = sim.http["apns"]
+    assert isinstance(apns, ApnsSimulator)
+    apns.unregister(DEVICE, at=time.time() - 3600)  # an hour before the registration
+    async with dispatching(service, {"apns-sim": apns_account(sim)}, {"push": ["apns-sim"]}):
+        shown = await send_and_settle(client, {"type": "order.shipped", "userId": "ana"})
+        assert shown["deliveries"][0]["failureKind"] == "permanent"
+        # The outcome and its effect are written in one transaction: both are in by now.
+        kept = (await client.get(f"/v1/devices/{DEVICE}")).json()
+        assert (kept["active"], kept["deactivatedReason"]) == (True, None)
+
+        apns.unregister(DEVICE)  # confirmed invalid now, after the registration
+        await send_and_settle(client, {"type": "order.shipped", "userId": "ana"})
+        gone = await eventually(lambda: _inactive(client, "ana"), within=5)
+        assert gone["deactivatedReason"] == "Unregistered"
+
+
+async def test_a_deactivation_with_a_time_spares_a_device_registered_after_it(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    """The store's side, at the boundary: registered after the time (by a millisecond)
+    keeps the token; registered at or before it, or a deactivation without a time, not."""
+    await put_type(client, "order.shipped", channels=("push",))
+    registered = datetime(2031, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+    tokens = {"after": "a1" * 32, "same": "b2" * 32, "untimed": "c3" * 32}
+    for token in tokens.values():
+        await users.put_device(db, token, "ana", "ios", registered)
+    accepted = await post(client, {"type": "order.shipped", "userId": "ana"})
+    assert accepted.status_code == 202, accepted.text
+    async with db.engine.connect() as conn:
+        rows = await conn.execute(sa.select(delivery.c.address, delivery.c.id))
+        deliveries = {row.address: row.id for row in rows}
+    since = {
+        "after": registered - timedelta(milliseconds=1),
+        "same": registered,
+        "untimed": None,
+    }
+    outcomes = [
+        Outcome(
+            delivery_id=deliveries[tokens[name]],
+            claimed_attempts=1,
+            status=Status.FAILED,
+            attempts=1,
+            effect=Effect.DEACTIVATE_DEVICE,
+            effect_reason="Unregistered",
+            effect_at=at,
+        )
+        for name, at in since.items()
+    ]
+    async with db.engine.begin() as conn:
+        await apply_effects(db, conn, outcomes, registered + timedelta(hours=1))
+
+    found = {name: await users.get_device(db, token) for name, token in tokens.items()}
+    assert {name: d.active for name, d in found.items() if d is not None} == {
+        "after": True,
+        "same": False,
+        "untimed": False,
+    }
+
+
 async def test_an_apns_send_succeeds_with_the_apns_id(
     service: Service, client: httpx.AsyncClient, sim: Simulator
 ) -> None:
     await put_type(client, "order.shipped", priority="high", channels=("push",))
     device = {"userId": "ana", "platform": "ios", "token": DEVICE}
     await client.post("/v1/devices", json=device)
-    apns = sim.http["apns"].account()  # type: ignore[attr-defined]
+    apns = apns_account(sim)
     async with dispatching(service, {"apns-sim": apns}, {"push": ["apns-sim"]}):
         shown = await send_and_settle(
             client, {"type": "order.shipped", "userId": "ana", "data": {"order": 7}}
@@ -207,7 +300,9 @@ async def test_the_webhook_channel_posts_a_signed_body_and_drops_a_gone_endpoint
     # Each data key a template; a webhook template may also be empty (the data as is).
     body = {"data": {"order": "{{ order }}", "event": "order.paid"}}
     assert (await client.put("/v1/templates/order.paid/webhook/en", json=body)).is_success
-    webhook = WebhookAccount(secret=SecretStr(sim.config.webhook_secret), allow_private=True)
+    webhook = WebhookAccount(
+        secret=SecretStr(sim.config.webhook_secret), allow_private=True, allow_insecure=True
+    )
     url = f"{sim.url}/webhook-receiver/shop"
     gone = f"{sim.url}/webhook-receiver/old-shop"
     sim.state("webhook").script("old-shop", "410")  # the receiver knows it by its name
@@ -235,8 +330,8 @@ async def test_ios_tokens_go_through_apns_and_the_rest_through_fcm(
         device = {"userId": "ana", "platform": platform, "token": token}
         assert (await client.post("/v1/devices", json=device)).status_code == 201
     accounts: dict[str, AccountSettings] = {
-        "apns-sim": sim.http["apns"].account(),  # type: ignore[attr-defined]
-        "fcm-sim": sim.http["fcm"].account(),  # type: ignore[attr-defined]
+        "apns-sim": apns_account(sim),
+        "fcm-sim": fcm_account(sim),
     }
     chains = {"push": ["fcm-sim"], "push_ios": ["apns-sim"]}
     async with dispatching(service, accounts, chains):
@@ -266,7 +361,9 @@ async def test_a_webhook_type_without_a_template_sends_the_data_as_is(
     """The README's promise: a webhook needs no template; the notification's data is the
     JSON body the receiver gets."""
     await put_type(client, "user.created", channels=("webhook",), templates=False)
-    webhook = WebhookAccount(secret=SecretStr(sim.config.webhook_secret), allow_private=True)
+    webhook = WebhookAccount(
+        secret=SecretStr(sim.config.webhook_secret), allow_private=True, allow_insecure=True
+    )
     url = f"{sim.url}/webhook-receiver/crm"
     data = {"user": "u1", "plan": {"name": "pro", "seats": 3}}
     async with dispatching(service, {"hooks": webhook}, {"webhook": ["hooks"]}):

@@ -1,4 +1,8 @@
-"""The FCM HTTP v1 adapter against the simulated FCM and Google OAuth endpoint."""
+"""The FCM HTTP v1 adapter against the simulated FCM and Google OAuth endpoint.
+
+The simulator knows an Apple device's token by its prefix (``apple-``), and checks what FCM
+would hand on to APNs for such a token by Apple's rules.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
 from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
-from tidings.providers.fcm import DELIVERY_ID_KEY, FcmProvider
+from tidings.providers.fcm import DELIVERY_ID_KEY, FcmAccount, FcmProvider
 from tidings.providers.retry_after import parse_retry_after
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -27,6 +32,15 @@ from tidings.states import Effect
 
 def device() -> str:
     return "fcm-" + secrets.token_urlsafe(40)
+
+
+def apple_device() -> str:
+    """An Apple device's FCM token, as the simulator knows one (push.fcm_apple_token_prefix)."""
+    return "apple-" + secrets.token_urlsafe(40)
+
+
+def account(fcm_sim: FcmSimulator, **overrides: Any) -> FcmAccount:
+    return FcmAccount.model_validate(fcm_sim.account(**overrides))
 
 
 @pytest.fixture
@@ -51,7 +65,7 @@ def clock(fcm_sim: FcmSimulator) -> FakeClock:
 
 @pytest.fixture
 async def fcm(fcm_sim: FcmSimulator, clock: FakeClock) -> AsyncIterator[FcmProvider]:
-    provider = FcmProvider("fcm-main", fcm_sim.account(), clock=clock)
+    provider = FcmProvider("fcm-main", account(fcm_sim), clock=clock)
     yield provider
     await provider.close()
 
@@ -88,11 +102,18 @@ async def test_sends_the_documented_message(
         "apns": {
             "headers": {
                 "apns-priority": "10",
+                "apns-push-type": "alert",
                 "apns-expiration": str(int(clock.now) + 600),
                 "apns-collapse-id": "order-42",
             }
         },
     }
+
+
+BACKGROUND_APNS = {
+    "headers": {"apns-priority": "5", "apns-push-type": "background"},
+    "payload": {"aps": {"content-available": 1}},
+}
 
 
 async def test_normal_priority_and_data_only_message(
@@ -103,7 +124,56 @@ async def test_normal_priority_and_data_only_message(
     payload = fcm_sim.state.received[0].payload
     assert "notification" not in payload
     assert payload["android"] == {"priority": "NORMAL"}
-    assert payload["apns"] == {"headers": {"apns-priority": "5"}}
+    assert payload["apns"] == BACKGROUND_APNS
+
+
+async def test_high_data_only_push_to_an_apple_device_goes_with_apns_priority_5(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    """FCM hands apns.headers to APNs, which refuses priority 10 for a push that shows
+    nothing: a HIGH data-only message keeps HIGH on Android and is a background push
+    (priority 5, content-available) for an Apple device."""
+    token = apple_device()
+    result = await fcm.send(
+        push(token, subject=None, text="", data={"sync": "1"}, priority=Priority.HIGH)
+    )
+
+    assert result.provider_msg_id is not None
+    [received] = fcm_sim.state.received
+    assert received.payload["android"] == {"priority": "HIGH"}
+    assert received.payload["apns"] == BACKGROUND_APNS
+
+
+async def test_high_alert_to_an_apple_device_keeps_priority_10(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    await fcm.send(push(apple_device(), priority=Priority.HIGH))
+
+    apns = fcm_sim.state.received[0].payload["apns"]
+    assert apns == {"headers": {"apns-priority": "10", "apns-push-type": "alert"}}
+
+
+async def test_a_collapse_key_over_64_bytes_is_hashed_for_apns_only(
+    fcm: FcmProvider, fcm_sim: FcmSimulator
+) -> None:
+    """APNs refuses an apns-collapse-id over 64 bytes; Android has no such limit. The
+    adapter does not know the device's platform, so it keeps the key for Android and sends
+    APNs a digest of it: the same key always gives the same id, so collapsing still works."""
+    long_key = "é" * 33  # 33 characters (the API allows 64), 66 bytes
+    tokens = [apple_device(), apple_device(), device()]
+    for token in tokens:
+        await fcm.send(push(token, collapse=long_key))
+
+    received = fcm_sim.state.received
+    assert [r.address for r in received] == tokens
+    ids = {r.payload["apns"]["headers"]["apns-collapse-id"] for r in received}
+    assert len(ids) == 1
+    [collapse_id] = ids
+    assert len(collapse_id.encode()) <= 64
+    assert {r.payload["android"]["collapse_key"] for r in received} == {long_key}
+
+    await fcm.send(push(apple_device(), collapse="é" * 32))  # 64 bytes: sent as it is
+    assert received[-1].payload["apns"]["headers"]["apns-collapse-id"] == "é" * 32
 
 
 async def test_one_access_token_serves_many_sends(fcm: FcmProvider, fcm_sim: FcmSimulator) -> None:
@@ -133,7 +203,7 @@ async def test_short_token_lifetime_from_the_simulator_config(tmp_path: Path) ->
     async with Simulator(config) as sim:
         fcm_sim = sim.http["fcm"]
         assert isinstance(fcm_sim, FcmSimulator)
-        provider = FcmProvider("fcm", fcm_sim.account())
+        provider = FcmProvider("fcm", account(fcm_sim))
         try:
             await provider.send(push(device()))
             await asyncio.sleep(1.1)  # past half the token's 2 s life
@@ -170,7 +240,7 @@ async def test_wrong_service_account_key_is_a_configuration_error(
     ).decode()
     provider = FcmProvider(
         "fcm",
-        fcm_sim.account(service_account_file=None, service_account_json=json.dumps(info)),
+        account(fcm_sim, service_account_file=None, service_account_json=json.dumps(info)),
     )
     try:
         with pytest.raises(TransientError) as caught:
@@ -184,23 +254,27 @@ async def test_wrong_service_account_key_is_a_configuration_error(
     assert fcm_sim.state.counts["requests"] == 0
 
 
-async def test_same_delivery_sent_twice_is_counted_as_a_duplicate(
+async def test_a_repeated_delivery_is_a_second_fcm_message(
     fcm: FcmProvider, fcm_sim: FcmSimulator
 ) -> None:
+    """FCM has no idempotency key: sending one delivery twice makes two messages. What
+    keeps tidings from doing so is its claim and dedup key; what the adapter adds is the
+    delivery id in the data, so that the app (and the simulator) can tell a repeat."""
     message = push(device())
     first = await fcm.send(message)
     second = await fcm.send(message)
 
-    assert first.provider_msg_id == second.provider_msg_id
-    summary = fcm_sim.state.summary()
-    assert (summary["distinct"], summary["duplicates"]) == (1, 1)
+    assert first.provider_msg_id != second.provider_msg_id
+    received = fcm_sim.state.received
+    assert len(received) == 2
+    assert {r.payload["data"][DELIVERY_ID_KEY] for r in received} == {str(message.delivery_id)}
 
 
 @pytest.mark.parametrize(
     ("code", "error", "effect"),
     [
         ("UNREGISTERED", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("SENDER_ID_MISMATCH", PermanentError, Effect.DEACTIVATE_DEVICE),
+        ("SENDER_ID_MISMATCH", TransientError, None),
         ("INVALID_ARGUMENT", PermanentError, None),
         ("QUOTA_EXCEEDED", TransientError, None),
         ("UNAVAILABLE", TransientError, None),
@@ -235,6 +309,7 @@ async def test_error_codes_are_classified(
         ("UNAVAILABLE", 1.0),
         ("INTERNAL", None),
         ("THIRD_PARTY_AUTH_ERROR", 300.0),
+        ("SENDER_ID_MISMATCH", 300.0),
     ],
 )
 async def test_retry_after(
@@ -265,6 +340,20 @@ async def test_outage_and_rate_limit_are_transient_with_retry_after(
     assert (limited.value.reason, limited.value.retry_after) == ("QUOTA_EXCEEDED", 1.0)
 
 
+async def test_sender_id_mismatch_keeps_the_token(fcm: FcmProvider, fcm_sim: FcmSimulator) -> None:
+    """The token belongs to another Firebase project: our project's configuration is what
+    is wrong (or the app registered with the wrong one). The token is not dead."""
+    token = device()
+    fcm_sim.state.script(token, "SENDER_ID_MISMATCH")
+
+    with pytest.raises(TransientError) as caught:
+        await fcm.send(push(token))
+
+    assert caught.value.effect is None
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 300
+    assert "SenderId mismatch" in str(caught.value)
+
+
 async def test_malformed_registration_token_is_deactivated(
     fcm: FcmProvider, fcm_sim: FcmSimulator
 ) -> None:
@@ -273,6 +362,29 @@ async def test_malformed_registration_token_is_deactivated(
 
     assert caught.value.effect is Effect.DEACTIVATE_DEVICE
     assert caught.value.reason == "INVALID_ARGUMENT"
+
+
+@pytest.mark.parametrize(
+    ("field", "effect"),
+    [
+        ("message.token", Effect.DEACTIVATE_DEVICE),
+        # Its message names the registration token, but the violation is elsewhere.
+        ("message.apns.headers", None),
+        ("message.android.ttl", None),
+    ],
+)
+async def test_invalid_argument_deactivates_only_for_a_violation_on_the_token(
+    fcm: FcmProvider, fcm_sim: FcmSimulator, field: str, effect: Effect | None
+) -> None:
+    """Only FCM's field violation on message.token says the token is malformed; the words
+    of the error message are not read."""
+    token = device()
+    fcm_sim.state.script(token, f"INVALID_ARGUMENT:{field}")
+
+    with pytest.raises(PermanentError) as caught:
+        await fcm.send(push(token))
+
+    assert (caught.value.reason, caught.value.effect) == ("INVALID_ARGUMENT", effect)
 
 
 async def test_reserved_data_key_is_poison_and_never_sent(
@@ -323,8 +435,56 @@ async def test_simulator_checks_bearer_token_and_message_shape(
         }
 
 
+@pytest.mark.parametrize(
+    ("apns", "reason"),
+    [
+        ({"headers": {"apns-priority": "10"}}, "BadPriority"),
+        ({"headers": {"apns-priority": "7"}}, "BadPriority"),
+        ({"headers": {"apns-priority": "5", "apns-push-type": "background"}}, "InvalidPushType"),
+        ({"headers": {"apns-collapse-id": "c" * 65}}, "BadCollapseId"),
+    ],
+)
+async def test_simulator_checks_the_apns_block_of_a_message_to_an_apple_device(
+    sim: Simulator, fcm: FcmProvider, apns: dict[str, Any], reason: str
+) -> None:
+    """A data-only message (nothing to show): what APNs refuses, FCM refuses for an Apple
+    device's token, with APNs' reason; for another device the apns block is not used."""
+    url = f"{sim.url}/v1/projects/tidings-sim/messages:send"
+    auth = {"authorization": f"Bearer {await fcm.tokens.get()}"}
+    async with httpx.AsyncClient() as client:
+        answers = [
+            await client.post(
+                url,
+                json={"message": {"token": token, "data": {"a": "1"}, "apns": apns}},
+                headers=auth,
+            )
+            for token in (apple_device(), device())
+        ]
+
+    apple, other = answers
+    assert other.status_code == 200
+    assert apple.status_code == 400
+    error = apple.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert error["details"] == [
+        {
+            "@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+            "errorCode": "INVALID_ARGUMENT",
+        },
+        {
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [{"field": "message.apns.headers", "description": error["message"]}],
+        },
+        {
+            "@type": "type.googleapis.com/google.firebase.fcm.v1.ApnsError",
+            "statusCode": 400,
+            "reason": reason,
+        },
+    ]
+
+
 async def test_transport_failure_is_transient(fcm_sim: FcmSimulator) -> None:
-    provider = FcmProvider("fcm", fcm_sim.account(token_uri="http://127.0.0.1:9/token"))
+    provider = FcmProvider("fcm", account(fcm_sim, token_uri="http://127.0.0.1:9/token"))
     try:
         with pytest.raises(TransientError):
             await provider.send(push(device()))
@@ -349,7 +509,7 @@ async def test_access_token_refused_twice_is_a_configuration_error(
 async def test_project_without_permission_is_a_configuration_error(
     fcm_sim: FcmSimulator, clock: FakeClock
 ) -> None:
-    provider = FcmProvider("fcm", fcm_sim.account(project_id="someone-else"), clock=clock)
+    provider = FcmProvider("fcm", account(fcm_sim, project_id="someone-else"), clock=clock)
     try:
         with pytest.raises(TransientError) as caught:
             await provider.send(push(device()))

@@ -96,16 +96,43 @@ async def test_text_only_and_no_headers(sim: Simulator, provider: SendGridProvid
     assert "headers" not in received.payload
 
 
-async def test_a_repeated_delivery_gets_the_first_message_id(
+async def test_a_repeated_delivery_is_a_second_email(
     sim: Simulator, provider: SendGridProvider
 ) -> None:
+    """SendGrid has no idempotency key: sending one delivery twice sends two emails. What
+    keeps tidings from doing so is its claim and dedup key, not the provider."""
     message = make_message()
     first = await provider.send(message)
     second = await provider.send(message)
 
-    assert first.provider_msg_id is not None and first.provider_msg_id == second.provider_msg_id
+    assert first.provider_msg_id != second.provider_msg_id
     summary = sim.state("sendgrid").summary()
     assert (summary["received"], summary["distinct"], summary["duplicates"]) == (2, 1, 1)
+
+
+async def test_an_email_without_a_subject_is_poison_and_not_sent(
+    sim: Simulator, provider: SendGridProvider
+) -> None:
+    for subject in (None, ""):
+        with pytest.raises(PoisonError) as raised:
+            await provider.send(make_message(content=Content(subject=subject, text="Hi")))
+        assert raised.value.reason == "empty_subject"
+    assert sim.state("sendgrid").counts["requests"] == 0
+
+
+async def test_a_server_error_does_not_wait_for_the_rate_limit_reset(
+    sim: Simulator, provider: SendGridProvider
+) -> None:
+    """Every SendGrid answer carries X-RateLimit-Reset (the simulator's is a real epoch
+    second, our clock is fixed long before it): a 5xx must not read it as a Retry-After,
+    or retries during an outage would follow the rate window instead of the backoff."""
+    sim.state("sendgrid").script("ada@example.com", "500")
+
+    with pytest.raises(TransientError) as raised:
+        await provider.send(make_message())
+
+    assert raised.value.reason == "http_500"
+    assert raised.value.retry_after is None  # the retry policy's backoff decides
 
 
 async def test_wrong_key_is_a_long_transient_error(sim: Simulator) -> None:

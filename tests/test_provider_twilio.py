@@ -67,7 +67,7 @@ async def test_sends_the_form_fields_and_returns_the_message_sid(
         "To": TO,
         "From": "+15005550006",
         "Body": "Your code is 123456",
-        "StatusCallback": CALLBACK,
+        "StatusCallback": f"{CALLBACK}?delivery={message.delivery_id}",
         "ValidityPeriod": "600",
     }
     assert received.idempotency_key == str(message.delivery_id)
@@ -131,7 +131,6 @@ async def test_invalid_number_is_refused_and_suppressed(
         ("21211", Effect.SUPPRESS_ADDRESS, "invalid_number"),
         ("21610", Effect.SUPPRESS_ADDRESS, "unsubscribed_stop"),
         ("21614", Effect.SUPPRESS_ADDRESS, "not_mobile"),
-        ("21408", None, "region_not_enabled"),
         ("21999", None, "twilio_21999"),
     ],
 )
@@ -143,6 +142,53 @@ async def test_documented_errors_are_permanent_with_their_effect(
         await provider.send(sms())
     assert caught.value.effect is effect
     assert caught.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("21408", "region_not_enabled"),
+        ("21606", "from_not_capable"),
+        ("21659", "from_invalid"),
+        ("20008", "forbidden"),  # a 403
+    ],
+)
+async def test_configuration_errors_are_transient_with_a_long_retry(
+    sim: Simulator, provider: TwilioProvider, code: str, reason: str
+) -> None:
+    """A wrong From number or a region not enabled is our configuration, not the message:
+    retried late (an operator can fix it) instead of dead-lettering every SMS."""
+    sim.state("twilio").script(TO, code)
+    with pytest.raises(TransientError) as caught:
+        await provider.send(sms())
+    assert caught.value.reason == reason and caught.value.effect is None
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 300
+
+
+async def test_an_api_key_authenticates_instead_of_the_auth_token(sim: Simulator) -> None:
+    config = sim.config
+    keyed = account(
+        sim,
+        auth_token=None,
+        api_key_sid=config.twilio_api_key_sid,
+        api_key_secret=config.twilio_api_key_secret,
+    )
+    twilio = TwilioProvider("keyed", keyed)
+    wrong = TwilioProvider(
+        "wrong",
+        account(sim, auth_token=None, api_key_sid=config.twilio_api_key_sid, api_key_secret="nope"),
+    )
+    try:
+        assert (await twilio.send(sms())).provider_msg_id is not None
+        with pytest.raises(TransientError, match="20003"):
+            await wrong.send(sms())
+    finally:
+        await twilio.close()
+        await wrong.close()
+    with pytest.raises(ValueError, match="together"):
+        account(sim, api_key_sid=config.twilio_api_key_sid)
+    with pytest.raises(ValueError, match="auth_token"):
+        account(sim, auth_token=None)
 
 
 async def test_too_many_requests_is_transient_with_a_delay(
@@ -193,16 +239,19 @@ def test_other_4xx_without_a_json_body_is_permanent() -> None:
     assert isinstance(error, PermanentError)
 
 
-async def test_repeated_delivery_is_deduplicated_by_the_idempotency_token(
+async def test_a_repeated_delivery_is_a_second_sms(
     sim: Simulator, provider: TwilioProvider
 ) -> None:
+    """Twilio's Messages API has no idempotency key: one delivery sent twice is two SMS
+    (the simulator knows them by the delivery id in the callback URL)."""
     message = sms()
     first = await provider.send(message)
     second = await provider.send(message)
     await provider.send(sms())
-    assert first.provider_msg_id == second.provider_msg_id
+    assert first.provider_msg_id != second.provider_msg_id
     summary = sim.state("twilio").summary()
     assert (summary["received"], summary["distinct"], summary["duplicates"]) == (3, 2, 1)
+    assert all("i-twilio-idempotency-token" not in r.payload for r in sim.state("twilio").received)
 
 
 async def test_body_over_1600_characters_is_poison_and_not_sent(

@@ -3,22 +3,31 @@ the simulated receiver over loopback."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import ipaddress
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import standardwebhooks
+from typer.testing import CliRunner
 
 from tests.messages import message
+from tidings.cli import app
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, TransientError
 from tidings.providers.ssrf import is_public
 from tidings.providers.webhook import WebhookAccount, WebhookProvider, classify
+from tidings.simulator import tidings_config
+from tidings.simulator.behaviour import Received
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.states import Effect
 from tidings.tracking import standard_webhooks
@@ -163,7 +172,11 @@ async def sim(tmp_path: Path) -> AsyncIterator[Simulator]:
 
 
 def account(sim: Simulator, **overrides: Any) -> WebhookAccount:
-    fields: dict[str, Any] = {"secret": sim.config.webhook_secret, "allow_private": True}
+    fields: dict[str, Any] = {
+        "secret": sim.config.webhook_secret,
+        "allow_private": True,  # the simulator listens on loopback
+        "allow_insecure": True,  # over plain http
+    }
     return WebhookAccount.model_validate(fields | overrides)
 
 
@@ -215,7 +228,7 @@ async def test_notification_data_is_the_body_when_content_has_none(
 async def test_a_wrong_secret_is_refused_by_the_receiver(sim: Simulator) -> None:
     other = WebhookProvider("other", account(sim, secret="whsec_d3Jvbmctc2VjcmV0"))
     try:
-        with pytest.raises(PermanentError) as caught:
+        with pytest.raises(TransientError) as caught:
             await other.send(hook(receiver(sim)))
     finally:
         await other.close()
@@ -247,31 +260,31 @@ async def test_gone_endpoint_is_permanent_and_suppressed(
     assert caught.value.reason == "endpoint_gone"
 
 
-@pytest.mark.parametrize("status", ["429", "503"])
-async def test_throttling_is_transient_and_honours_retry_after(
+@pytest.mark.parametrize("status", ["429", "500", "502", "503", "504"])
+async def test_throttling_and_5xx_are_transient_and_honour_retry_after(
     sim: Simulator, provider: WebhookProvider, status: str
 ) -> None:
     sim.state("webhook").script("orders", status)
     with pytest.raises(TransientError) as caught:
         await provider.send(hook(receiver(sim)))
     assert caught.value.retry_after == 1.0
+    assert caught.value.reason == ("rate_limited" if status == "429" else f"http_{status}")
 
 
-@pytest.mark.parametrize(
-    ("status", "error"),
-    [
-        ("500", TransientError),
-        ("502", TransientError),
-        ("400", PermanentError),
-        ("404", PermanentError),
-    ],
-)
-async def test_status_classes(
-    sim: Simulator, provider: WebhookProvider, status: str, error: type[Exception]
+@pytest.mark.parametrize("status", ["400", "401", "403", "404"])
+async def test_client_errors_of_a_receiver_mid_deploy_are_retried(
+    sim: Simulator, provider: WebhookProvider, status: str
 ) -> None:
+    """A receiver being deployed may answer 404 (route not there yet), 401/403 (secret not
+    there yet) or 400 for a while: retried, never the end of the delivery or the URL."""
     sim.state("webhook").script("orders", status)
-    with pytest.raises(error):
-        await provider.send(hook(receiver(sim)))
+    message = hook(receiver(sim))
+    with pytest.raises(TransientError) as caught:
+        await provider.send(message)
+    assert caught.value.reason == f"http_{status}"
+    assert caught.value.effect is None
+    await provider.send(message)  # the next attempt: the receiver is up
+    assert [r.idempotency_key for r in sim.state("webhook").received] == [str(message.delivery_id)]
 
 
 async def test_outage_is_transient(sim: Simulator, provider: WebhookProvider) -> None:
@@ -335,12 +348,20 @@ async def test_private_targets_are_refused_before_any_request(sim: Simulator, ta
 
 
 @pytest.mark.parametrize(
-    ("status", "reason"), [(301, "redirect"), (307, "redirect"), (401, "http_401")]
+    ("status", "reason"), [(301, "redirect"), (307, "redirect"), (405, "http_405")]
 )
 def test_redirects_are_not_followed_and_other_4xx_are_permanent(status: int, reason: str) -> None:
     error = classify(status, httpx.Headers())
     assert isinstance(error, PermanentError)
     assert error.reason == reason
+    assert error.effect is None  # only 410 suppresses the URL
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_retried_client_errors_honour_a_retry_after(status: int) -> None:
+    error = classify(status, httpx.Headers({"retry-after": "30"}))
+    assert isinstance(error, TransientError)
+    assert error.retry_after == 30.0
 
 
 def test_request_timeout_is_transient() -> None:
@@ -348,9 +369,186 @@ def test_request_timeout_is_transient() -> None:
 
 
 @pytest.mark.parametrize(
-    "target", ["ftp://example.com/hook", "file:///etc/passwd", "example.com/hook", "http:///x"]
+    "target",
+    [
+        "ftp://example.com/hook",
+        "file:///etc/passwd",
+        "example.com/hook",
+        "http:///x",
+        "https://example.com:70000/hook",
+    ],
 )
 async def test_only_http_and_https_urls(provider: WebhookProvider, target: str) -> None:
     with pytest.raises(PermanentError) as caught:
         await provider.send(hook(target))
     assert caught.value.reason == "invalid_target"
+
+
+# Plain http only where the account allows it.
+
+
+async def test_plain_http_is_refused_without_allow_insecure(sim: Simulator) -> None:
+    assert WebhookAccount(secret=sim.config.webhook_secret).allow_insecure is False
+    strict = WebhookProvider("strict", account(sim, allow_insecure=False))
+    try:
+        with pytest.raises(PermanentError) as caught:
+            await strict.send(hook(receiver(sim)))
+    finally:
+        await strict.close()
+    assert caught.value.reason == "insecure_target"
+    assert "allow_insecure" in str(caught.value)
+    assert caught.value.effect is None  # the URL is not suppressed: the account may change
+    assert sim.state("webhook").counts["requests"] == 0
+
+
+async def test_the_simulators_written_account_reaches_its_receiver(sim: Simulator) -> None:
+    """``simulate --write-config`` gives an account that may use plain http on loopback."""
+    written = WebhookAccount.model_validate(tidings_config.accounts(sim)["webhook-sim"])
+    assert written.allow_insecure and written.allow_private
+    provider = WebhookProvider("webhook-sim", written)
+    try:
+        await provider.send(hook(receiver(sim, "written")))
+    finally:
+        await provider.close()
+    assert [r.address for r in sim.state("webhook").received] == ["written"]
+
+
+# One secret per endpoint, derived from the account's.
+
+
+def write_config(tmp_path: Path, sim: Simulator) -> Path:
+    config = tmp_path / "tidings.toml"
+    config.write_text(
+        "[accounts.hooks]\n"
+        'kind = "webhook"\n'
+        f'secret = "{sim.config.webhook_secret}"\n'
+        "[accounts.mail]\n"
+        'kind = "sendgrid"\n'
+        'api_key = "SG.x"\n'
+        'from_email = "a@example.com"\n'
+    )
+    return config
+
+
+def secret_command(config: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["webhook-secret", "--config", str(config), *args])
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
+
+
+def endpoint_secret_of(config: Path, url: str) -> str:
+    """What a receiver's operator runs to learn its secret."""
+    code, output = secret_command(config, "--account", "hooks", url)
+    assert code == 0, output
+    return output.strip()
+
+
+def reference_verify(secret: str, received: Received) -> None:
+    """Check a received request with the Standard Webhooks reference library."""
+    assert received.idempotency_key is not None
+    standardwebhooks.Webhook(secret).verify(
+        received.payload["raw"],
+        {
+            "webhook-id": received.idempotency_key,
+            "webhook-timestamp": received.payload["timestamp"],
+            "webhook-signature": received.payload["signature"],
+        },
+    )
+
+
+async def test_each_endpoint_verifies_with_its_own_secret(
+    sim: Simulator, provider: WebhookProvider, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, sim)
+    url_a, url_b = receiver(sim, "shop-a"), receiver(sim, "shop-b")
+    await provider.send(hook(url_a))
+    await provider.send(hook(url_b))  # the simulator checked each with its endpoint's secret
+    a, b = sim.state("webhook").received
+    secret_a, secret_b = endpoint_secret_of(config, url_a), endpoint_secret_of(config, url_b)
+    assert len({secret_a, secret_b, sim.config.webhook_secret}) == 3
+    reference_verify(secret_a, a)
+    reference_verify(secret_b, b)
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        reference_verify(secret_a, b)  # A's secret does not verify a delivery to B
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        reference_verify(sim.config.webhook_secret, a)  # nor does the account's
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "HTTP://LocalHost:{port}/webhook-receiver/Mixed?b=2&a=1",
+        "http://127.0.0.1:{port}/webhook-receiver/caf%C3%A9?q=a%20b",
+        "http://127.0.0.1:{port}/webhook-receiver/café?",
+    ],
+)
+async def test_sender_and_receiver_agree_on_the_canonical_url(
+    sim: Simulator, provider: WebhookProvider, tmp_path: Path, target: str
+) -> None:
+    """The receiver rebuilds the URL from the request (Host header, request line); the
+    secret the command prints for the URL as written verifies what arrived."""
+    url = target.format(port=sim.http_port)
+    await provider.send(hook(url))
+    [received] = sim.state("webhook").received
+    reference_verify(endpoint_secret_of(write_config(tmp_path, sim), url), received)
+
+
+async def test_a_receiver_cannot_forge_a_delivery_to_another(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    """Receiver A knows only its own secret: what it signs, B refuses (401)."""
+    url_a, url_b = receiver(sim, "shop-a"), receiver(sim, "shop-b")
+    signer = standardwebhooks.Webhook(endpoint_secret_of(write_config(tmp_path, sim), url_a))
+    body = '{"order":1,"state":"refunded"}'
+    now = datetime.now(UTC)
+    headers = {
+        "webhook-id": "msg_forged",
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signer.sign("msg_forged", now, body),
+        "content-type": "application/json",
+    }
+    async with httpx.AsyncClient() as client:
+        forged = await client.post(url_b, content=body, headers=headers)
+        genuine = await client.post(url_a, content=body, headers=headers)
+    assert forged.status_code == 401, forged.text
+    assert genuine.status_code == 200, genuine.text
+    assert [r.address for r in sim.state("webhook").received] == ["shop-a"]
+
+
+def test_endpoint_secret_derivation_and_canonical_url(sim: Simulator, tmp_path: Path) -> None:
+    """whsec_ + base64(HMAC-SHA256(account key, canonical URL)); scheme and host compare
+    case-insensitively and a default port is dropped; path and query are as given."""
+    config = write_config(tmp_path, sim)
+    key = base64.b64decode(sim.config.webhook_secret.removeprefix("whsec_"))
+    canonical = "https://hooks.example.com/in/Orders?v=2"
+    digest = hmac.new(key, canonical.encode(), hashlib.sha256).digest()
+    expected = "whsec_" + base64.b64encode(digest).decode()
+    for same in (canonical, "HTTPS://Hooks.Example.COM:443/in/Orders?v=2"):
+        assert endpoint_secret_of(config, same) == expected
+    for other in (
+        "https://hooks.example.com/in/orders?v=2",
+        "https://hooks.example.com/in/Orders?v=3",
+        "https://hooks.example.com:8443/in/Orders?v=2",
+        "http://hooks.example.com/in/Orders?v=2",
+    ):
+        assert endpoint_secret_of(config, other) != expected, other
+    assert endpoint_secret_of(config, "http://h.example.com:80") == endpoint_secret_of(
+        config, "http://h.example.com/"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--account", "nope", "https://h.example.com/x"], "no account named 'nope'"),
+        (["--account", "mail", "https://h.example.com/x"], "not a webhook account"),
+        (["--account", "hooks", "ftp://h.example.com/x"], "http(s)://host"),
+        (["--account", "hooks", "https://h.example.com:99999/x"], "port outside"),
+    ],
+)
+def test_webhook_secret_command_names_what_is_wrong(
+    sim: Simulator, tmp_path: Path, args: list[str], shown: str
+) -> None:
+    code, output = secret_command(write_config(tmp_path, sim), *args)
+    assert code == 1
+    assert shown in output, output
+    assert sim.config.webhook_secret not in output

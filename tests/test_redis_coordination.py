@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ import redis.asyncio as aioredis
 
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
 from tests.processes import free_port
+from tidings.clock import utcnow
 from tidings.dispatch.breaker import BreakerStatus, CircuitBreaker
 from tidings.dispatch.redis_guards import BreakerSync, Busy, Go, RedisDedup, RedisSlots, SentBefore
 from tidings.dispatch.redis_health import RedisHealth
@@ -27,6 +29,9 @@ from tidings.dispatch.redis_limits import RedisRateLimiter
 from tidings.priorities import Priority
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
+from tidings.states import FailureKind, Status
+from tidings.store import tracking
+from tidings.store.tracking import DeliveryKey, Failure, Tracked
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 RATE = 40.0
@@ -216,6 +221,45 @@ async def test_a_dispatcher_on_redis_sends_and_leaves_dedup_keys(
     for delivery_id in ids:
         value = await redis_client.get(f"tidings:send:{delivery_id}")
         assert value is not None and value.decode().startswith("sent:"), value
+
+
+async def test_a_replay_after_the_provider_failed_a_sent_delivery_sends_it_again(
+    redis_client: aioredis.Redis, service: Service, client: httpx.AsyncClient
+) -> None:
+    """SENT, then the provider's callback failed it, then an operator replays it: the dedup
+    key still says ``sent``, but that send is the one that failed, so this one goes out
+    (a key from a send whose outcome was lost would still stop it: the row would not know
+    its message id)."""
+    service.settings.redis_url = REDIS_URL
+    await put_type(client)
+    answer = await post(client, email_to("again@example.com"))
+    delivery_id = answer.json()["deliveries"][0]["id"]
+    provider = ScriptedProvider()
+    async with running_dispatcher(service, provider):
+        await eventually(lambda: len(provider.completed) == 1, within=10)
+
+        async def status() -> str:
+            shown = (await client.get(f"/v1/notifications/{answer.json()['id']}")).json()
+            return str(shown["deliveries"][0]["status"])
+
+        await eventually(lambda: _is(status(), "SENT"), within=10)
+        dropped = Tracked(
+            DeliveryKey(uuid.UUID(delivery_id), None),
+            "dropped",
+            utcnow(),
+            status=Status.FAILED,
+            failure=Failure(FailureKind.PERMANENT, "dropped"),
+        )
+        await tracking.apply(service.db, provider.name, "email", [dropped], utcnow())
+        assert await status() == "FAILED"
+        replayed = await client.post(f"/v1/deliveries/{delivery_id}/replay")
+        assert replayed.status_code == 200, replayed.text
+        await eventually(lambda: len(provider.completed) == 2, within=10)
+        await eventually(lambda: _is(status(), "SENT"), within=10)
+
+
+async def _is(value: Any, expected: str) -> bool:
+    return bool(await value == expected)
 
 
 async def test_readyz_tells_whether_redis_answers(

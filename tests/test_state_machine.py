@@ -135,7 +135,7 @@ def test_every_in_progress_status_can_end() -> None:
         (Status.PENDING, Status.FAILED, False),
         (Status.SENDING, Status.SENDING, False),
         (Status.SENT, Status.PENDING, False),
-        (Status.SENT, Status.FAILED, False),
+        (Status.SENT, Status.FAILED, True),  # the provider gave up after accepting it
         (Status.DELIVERED, Status.SENT, False),
         (Status.CANCELLED, Status.PENDING, False),
         (Status.FAILED, Status.SENDING, False),

@@ -272,8 +272,9 @@ async def post_callback(
     client: httpx.AsyncClient, url: str, form: dict[str, str], token: str, signed_url: str = ""
 ) -> httpx.Response:
     signature = compute_signature(token, signed_url or url, form)
+    parts = urlsplit(url)
     return await client.post(
-        urlsplit(url).path,
+        parts.path + (f"?{parts.query}" if parts.query else ""),
         content=urlencode(form).encode(),
         headers={
             "Content-Type": "application/x-www-form-urlencoded",
@@ -303,8 +304,9 @@ async def test_twilio_callbacks_move_forward_and_suppress(
     ok, gone = "+5511912345678", "+5511987654321"
     sent = await send_sms(client, service, sim, ok, gone)
     url = callback_url(sim, ok)
-    # The adapter's default: tidings' public URL (not the address the client used).
-    assert url == "http://127.0.0.1:8000/v1/webhooks/twilio/tw"
+    # The adapter's default: tidings' public URL (not the address the client used), naming
+    # the delivery, so that a callback finds it even if the send's answer was lost.
+    assert url == f"http://127.0.0.1:8000/v1/webhooks/twilio/tw?delivery={sent[ok]['id']}"
     sid = sent[ok]["providerMessageId"]
 
     response = await post_callback(client, url, status_form(sid, "delivered", To=ok), token)
@@ -319,9 +321,10 @@ async def test_twilio_callbacks_move_forward_and_suppress(
     assert kinds(item).count("delivered") == 1
 
     failed = status_form(sent[gone]["providerMessageId"], "undelivered", To=gone, ErrorCode="30005")
-    assert (await post_callback(client, url, failed, token)).status_code == 200
+    assert (await post_callback(client, callback_url(sim, gone), failed, token)).status_code == 200
     item = await delivery(client, sent[gone])
-    assert item["status"] == "SENT"
+    # Accepted, then given up on: FAILED, and the number ends for SMS.
+    assert (item["status"], item["failureKind"]) == ("FAILED", "permanent")
     [event] = [e for e in item["history"] if e["kind"] == "undelivered"]
     assert event["detail"]["error_code"] == "30005"
     found = await client.get(f"/v1/suppressions/sms/{gone}")
@@ -339,11 +342,12 @@ async def test_twilio_refuses_bad_signatures(
     sent = await send_sms(client, service, sim, number)
     url = callback_url(sim, number)
     form = status_form(sent[number]["providerMessageId"], "delivered")
-    internal = "http://tidings" + urlsplit(url).path  # not the URL Twilio called
+    parts = urlsplit(url)
+    internal = f"http://tidings{parts.path}?{parts.query}"  # not the URL Twilio called
     attempts = [
         await post_callback(client, url, form, "wrong-token"),
         await post_callback(client, url, form, token, signed_url=internal),
-        await client.post(urlsplit(url).path, content=urlencode(form).encode()),
+        await client.post(f"{parts.path}?{parts.query}", content=urlencode(form).encode()),
     ]
     assert [r.status_code for r in attempts] == [401, 401, 401]
     assert (await delivery(client, sent[number]))["status"] == "SENT"
@@ -367,7 +371,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
         ({"event": "group_unsubscribe"}, "unsubscribed", None, "unsubscribed"),
         ({"event": "open"}, "opened", None, None),
         ({"event": "click", "url": "https://x.example"}, "clicked", None, None),
-        ({"event": "dropped", "reason": "Bounced Address"}, "dropped", None, None),
+        ({"event": "dropped", "reason": "Bounced Address"}, "dropped", "FAILED", "dropped"),
         ({"event": "deferred"}, "deferred", None, None),
         ({"event": "processed"}, None, None, None),
         ({"event": "something_new"}, None, None, None),
@@ -388,18 +392,20 @@ def test_each_sendgrid_event_maps_to_its_effect(
 
 
 @pytest.mark.parametrize(
-    ("status", "code", "kind", "suppress"),
+    ("status", "code", "kind", "suppress", "failure"),
     [
-        ("delivered", None, "delivered", None),
-        ("undelivered", "30005", "undelivered", "unknown_number"),
-        ("failed", "30006", "undelivered", "landline"),
-        ("undelivered", "30003", "undelivered", None),
-        ("sent", None, None, None),
-        ("queued", None, None, None),
+        ("delivered", None, "delivered", None, None),
+        ("undelivered", "30005", "undelivered", "unknown_number", "permanent"),
+        ("failed", "30006", "undelivered", "landline", "permanent"),
+        ("undelivered", "30003", "undelivered", None, "exhausted"),  # may reach it later
+        ("undelivered", "30008", "undelivered", None, "exhausted"),
+        ("undelivered", "30007", "undelivered", None, "permanent"),
+        ("sent", None, None, None, None),
+        ("queued", None, None, None, None),
     ],
 )
 def test_each_twilio_status_maps_to_its_effect(
-    status: str, code: str | None, kind: str | None, suppress: str | None
+    status: str, code: str | None, kind: str | None, suppress: str | None, failure: str | None
 ) -> None:
     from tidings.tracking.events import twilio_callback
 
@@ -411,3 +417,4 @@ def test_each_twilio_status_maps_to_its_effect(
         assert tracked is None
         return
     assert tracked is not None and (tracked.kind, tracked.suppress) == (kind, suppress)
+    assert (tracked.failure.kind.value if tracked.failure else None) == failure

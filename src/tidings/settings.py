@@ -2,9 +2,9 @@
 
 The configuration root: each section's model lives beside the code that reads it
 (``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/breaker.py``,
-``dispatch/ratelimit.py``, ``providers/kinds.py``, ``transport/settings.py``) and is
-aggregated here; that code takes its section as an argument and never imports this
-module (docs/architecture.md, Import layers).
+``dispatch/deactivation_guard.py``, ``dispatch/ratelimit.py``, ``providers/kinds.py``,
+``transport/settings.py``) and is aggregated here; that code takes its section as an
+argument and never imports this module (docs/architecture.md, Import layers).
 
 Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
 ``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
@@ -27,6 +27,7 @@ from pydantic_settings import (
 
 from tidings.campaigns.settings import CampaignSettings
 from tidings.dispatch.breaker import BreakerSettings
+from tidings.dispatch.deactivation_guard import DeactivationGuardSettings
 from tidings.dispatch.lane_settings import Lanes
 from tidings.dispatch.ratelimit import RateLimitSettings
 from tidings.dispatch.retry import RetrySettings
@@ -83,6 +84,9 @@ class Settings(BaseSettings):
     # Per account: a circuit breaker, and the shares of its rate each priority may use.
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    # Per push account: hold its push, and deactivate no token, when too many sends in a
+    # minute answer as a wrong APNs environment or topic, or FCM project, would.
+    deactivation_guard: DeactivationGuardSettings = Field(default_factory=DeactivationGuardSettings)
 
     lanes: Lanes = Field(default_factory=Lanes)
     # Campaign expansion: page size, the expander's lease, due spikes, cancel's wait.

@@ -29,6 +29,9 @@ class FailureKind(StrEnum):
     PERMANENT = "permanent"  # invalid address, unregistered token: never retry
     POISON = "poison"  # the message itself cannot be sent (render error, too large)
     EXHAUSTED = "exhausted"  # transient too many times
+    # No answer after the request may have reached a provider without idempotency, on an
+    # account that prefers at most once (on_ambiguous = "fail"): perhaps sent, never retried.
+    AMBIGUOUS = "ambiguous"
 
 
 class Effect(StrEnum):
@@ -58,7 +61,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
             Status.CANCELLED,
         }
     ),
-    Status.SENT: frozenset({Status.DELIVERED, Status.BOUNCED}),
+    # FAILED after SENT: the provider accepted it, then said it will not deliver it
+    # (Twilio failed/undelivered, SendGrid dropped).
+    Status.SENT: frozenset({Status.DELIVERED, Status.BOUNCED, Status.FAILED}),
     Status.DELIVERED: frozenset({Status.BOUNCED}),
     Status.BOUNCED: frozenset(),
     Status.FAILED: frozenset({Status.PENDING}),  # replay from the dead-letter queue

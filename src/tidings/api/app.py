@@ -16,15 +16,18 @@ from tidings.api.body_limit import BodySizeLimit
 from tidings.api.routes import (
     campaigns,
     deadletters,
+    email_webhooks,
     health,
     notifications,
     preferences,
     providers,
     registry,
+    ses_webhooks,
     suppressions,
     templates,
     topics,
     unsubscribe,
+    vonage_webhooks,
     webhooks,
 )
 from tidings.api.text_guard import TextGuard
@@ -47,6 +50,9 @@ ROUTERS = (
     deadletters.router,
     unsubscribe.router,
     webhooks.router,
+    vonage_webhooks.router,
+    email_webhooks.router,
+    ses_webhooks.router,
     health.router,
 )
 

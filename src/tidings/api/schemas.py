@@ -29,6 +29,7 @@ from tidings.intake.requests import (
     ApiModel,
     BatchItemIn,
     DeviceToken,
+    DisplayName,
     Email,
     Locale,
     Phone,
@@ -37,6 +38,8 @@ from tidings.intake.requests import (
     json_depth_over,
 )
 from tidings.priorities import Category, Channel, Priority
+from tidings.providers.webpush_subscription import looks_like_subscription
+from tidings.providers.webpush_subscription import parse as parse_subscription
 
 
 def _timezone(value: str) -> str:
@@ -136,6 +139,35 @@ class RetryOverrides(ApiModel):
 MAX_TTL = 30 * 24 * 3600
 
 
+class TypeEmail(ApiModel):
+    """Who a type's email comes from, when not the account's own sender."""
+
+    from_address: Email | None = Field(
+        default=None,
+        description="the From address of this type's email (the provider must accept it: a "
+        "verified sender or domain)",
+    )
+    from_name: DisplayName | None = None
+    reply_to: Email | None = Field(
+        default=None, description="where replies go, unless a notification says otherwise"
+    )
+
+    @model_validator(mode="after")
+    def _name_needs_address(self) -> TypeEmail:
+        if self.from_name is not None and self.from_address is None:
+            raise ValueError("fromName needs fromAddress")
+        return self
+
+
+def _collapse_key_bytes(value: str | None) -> str | None:
+    if value is not None and len(value.encode()) > COLLAPSE_KEY_BYTES:
+        raise ValueError(f"collapseKey must be at most {COLLAPSE_KEY_BYTES} bytes as UTF-8")
+    return value
+
+
+COLLAPSE_KEY_BYTES = 64
+
+
 class TypeIn(ApiModel):
     category: Category
     priority: Priority
@@ -158,8 +190,13 @@ class TypeIn(ApiModel):
         "(before falling back to en)",
     )
     collapse_key: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
-        default=None, description="push: a newer notification replaces an undelivered one"
+        default=None,
+        description="push: a newer notification replaces an undelivered one (at most 64 "
+        "bytes as UTF-8: APNs' limit for apns-collapse-id)",
     )
+    email: TypeEmail | None = None
+
+    _collapse_key_fits = field_validator("collapse_key")(_collapse_key_bytes)
 
     @field_validator("required_channels")
     @classmethod
@@ -198,6 +235,15 @@ class DeviceIn(ApiModel):
     user_id: UserId
     platform: Literal["ios", "android", "web"]
     token: DeviceToken
+
+    @field_validator("token")
+    @classmethod
+    def _web_subscription(cls, token: str, info: ValidationInfo) -> str:
+        """A web token written as JSON is a Web Push subscription: checked, and stored in
+        its canonical form (docs/providers.md, Web Push); other web tokens are opaque."""
+        if info.data.get("platform") == "web" and looks_like_subscription(token):
+            return parse_subscription(token).canonical()
+        return token
 
 
 class DeviceOut(DeviceIn):

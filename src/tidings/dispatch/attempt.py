@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,7 @@ from tidings.content.variables import template_variables
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
-from tidings.providers.base import Content, Message, Provider, ProviderError
+from tidings.providers.base import Content, EmailSender, Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.outcomes import Outcome
@@ -76,6 +76,8 @@ class Composer:
             ttl_seconds=rules.ttl_seconds,
             collapse_key=rules.collapse_key,
         )
+        if claimed.channel == Channel.EMAIL.value:
+            _email_details(message, rules.email or {}, claimed.email or {})
         return message, version
 
     def _unsubscribe(self, claimed: ClaimedDelivery) -> tuple[dict[str, str], str | None]:
@@ -92,6 +94,15 @@ class Composer:
         if claimed.channel == Channel.EMAIL.value:
             headers = self.unsubscriber.headers(request)
         return headers, self.unsubscriber.url(request)
+
+
+def _email_details(message: Message, kind: Mapping[str, Any], own: Mapping[str, Any]) -> None:
+    """The type's sender and reply-to, then the notification's own reply-to and copies."""
+    if kind.get("fromAddress"):
+        message.sender = EmailSender(kind["fromAddress"], kind.get("fromName"))
+    message.reply_to = own.get("replyTo") or kind.get("replyTo")
+    message.cc = tuple(own.get("cc") or ())
+    message.bcc = tuple(own.get("bcc") or ())
 
 
 def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
@@ -143,11 +154,14 @@ def _ignore(error: BaseException | None) -> None:
 @dataclass(frozen=True)
 class Target:
     """Where one delivery goes: the provider, the account name its row records (else the
-    provider's own), and who hears how the call went (the account's circuit breaker)."""
+    provider's own), who hears how the call went (the account's circuit breaker), and
+    whether an ambiguous outcome fails instead of being retried."""
 
     provider: Provider
     account: str | None = None
     report: Report = _ignore
+    # The account's on_ambiguous is "fail": an ambiguous outcome is never retried.
+    at_most_once: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,6 +172,8 @@ class Failure:
     error: str
     provider: str | None
     retry_after: float | None = None
+    # The request may have reached the provider, and no answer says whether it was sent.
+    ambiguous: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,17 +216,18 @@ class Sender:
                 result = await target.provider.send(message)
         except ProviderError as error:
             target.report(error)
-            failure = Failure(error.kind, str(error), name, error.retry_after)
-            outcome = self.after_failure(claimed, rules, now, failure)
+            failure = Failure(error.kind, str(error), name, error.retry_after, error.ambiguous)
+            outcome = self.after_failure(claimed, rules, now, failure, target.at_most_once)
             if error.effect is not None and outcome.status is Status.FAILED:
                 outcome.effect, outcome.effect_reason = error.effect, error.reason
+                outcome.effect_at = error.effect_at
             return outcome
         except TimeoutError as error:
             target.report(error)
             text = f"provider did not answer within {self.send_timeout:g}s"
-            return self.after_failure(
-                claimed, rules, now, Failure(FailureKind.TRANSIENT, text, name)
-            )
+            # The request may have reached the provider: whether it was sent is unknown.
+            failure = Failure(FailureKind.TRANSIENT, text, name, ambiguous=True)
+            return self.after_failure(claimed, rules, now, failure, target.at_most_once)
         except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
             target.report(error)
             text = f"provider error {type(error).__name__}: {error}"
@@ -229,10 +246,19 @@ class Sender:
         )
 
     def after_failure(
-        self, claimed: ClaimedDelivery, rules: TypeRules, now: datetime, failure: Failure
+        self,
+        claimed: ClaimedDelivery,
+        rules: TypeRules,
+        now: datetime,
+        failure: Failure,
+        at_most_once: bool = False,
     ) -> Outcome:
         error = failure.error[:MAX_ERROR_LENGTH]
         kind, provider = failure.kind, failure.provider
+        if failure.ambiguous and at_most_once:
+            # Perhaps sent, perhaps not, to a provider without idempotency: a retry could
+            # send it twice, which this account refuses (on_ambiguous = "fail").
+            kind = FailureKind.AMBIGUOUS
         decision = rules.retry.decide(claimed.attempts, kind, now, self.rng, failure.retry_after)
         detail = {
             "attempt": claimed.attempts,

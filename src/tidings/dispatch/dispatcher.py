@@ -20,6 +20,7 @@ from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.coordination import Coordination
+from tidings.dispatch.guard_sync import GuardSync
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
@@ -41,7 +42,8 @@ from tidings.store.wakeup import listen_postgres
 
 log = logging.getLogger(__name__)
 
-# Seconds between reports of this dispatcher's breaker states (GET /v1/providers).
+# Seconds between reports of this dispatcher's breaker and deactivation guard states
+# (GET /v1/providers).
 PROVIDER_REPORT_INTERVAL = 2.0
 # How long the helpers (reaper, reports, expander, ...) get to finish after ``stop``.
 HELPER_GRACE_SECONDS = 5.0
@@ -72,12 +74,17 @@ class Dispatcher:
             settings.provider_timeout,
         )
         self.protection = Protection.from_settings(
-            providers, settings.breaker, settings.rate_limits, self.coordination.limiter
+            providers,
+            settings.breaker,
+            settings.rate_limits,
+            self.coordination.limiter,
+            settings.deactivation_guard,
         )
         self.protection.slots = self.coordination.slots
         self.coordination.follow(self.protection.breaker)
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
+        self.guard_sync = GuardSync(service.db, self.protection.guard, self.id)
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
         rng = rng or random.Random()
@@ -138,6 +145,8 @@ class Dispatcher:
             helpers.append(
                 asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
             )
+        if self.protection.guard.enabled:
+            helpers.append(asyncio.create_task(self.guard_sync.run(stop)))
         if self.coordination.breakers is not None:
             accounts = list(self.protection.providers.providers)
             helpers.append(asyncio.create_task(self.coordination.breakers.run(stop, accounts)))
@@ -174,8 +183,10 @@ class Dispatcher:
             breaker.state(account)  # so that accounts not used yet are listed too
         states = breaker.snapshot()
         shared = self.coordination.snapshot()
-        for state in states.values():
+        guards = self.protection.guard.snapshot(states)
+        for account, state in states.items():
             state["coordination"] = shared
+            state["deactivationGuard"] = guards[account]
         await provider_state.report(self.service.db, self.id, states, utcnow())
 
     async def _join_fleet(self) -> None:

@@ -4,7 +4,8 @@ docs/architecture.md, Lanes and reserved rate shares: per account rate limits ar
 lane claims only what
 it has tokens for), a failing account trips its breaker, transactional email and SMS fail
 over down their channel's chain, and each account has its own limit of requests in flight
-so that a slow provider stalls only itself.
+so that a slow provider stalls only itself. A push account whose deactivation guard tripped
+is held as an open breaker holds it (dispatch/deactivation_guard.py).
 
 A lane sizes its claims by the accounts the claimed rows will use (``claim_budgets``): one
 claim for the channels whose account is unlimited (the sink, a push project without a
@@ -19,10 +20,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker, counts_against
+from tidings.dispatch.deactivation_guard import (
+    HELD,
+    DeactivationGuard,
+    DeactivationGuardSettings,
+    GuardStatus,
+)
 from tidings.dispatch.ratelimit import (
     LocalRateLimiter,
     RateLimiter,
@@ -30,7 +38,7 @@ from tidings.dispatch.ratelimit import (
     claim_pause,
 )
 from tidings.dispatch.redis_guards import RedisSlots
-from tidings.dispatch.routing import Admission, Target, admit
+from tidings.dispatch.routing import Admission, Defer, Target, admit
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import ProviderError
 from tidings.providers.chains import ProviderSet
@@ -46,6 +54,7 @@ class Protection:
     clock: Callable[[], float] = time.monotonic
     # The fleet's in-flight caps through Redis (None: this process's semaphores alone).
     slots: RedisSlots | None = None
+    guard: DeactivationGuard = field(default_factory=DeactivationGuard)
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
     _targets: dict[tuple[str, str, str | None], Target] = field(default_factory=dict)
 
@@ -56,6 +65,7 @@ class Protection:
         breaker: BreakerSettings,
         rate_limits: RateLimitSettings,
         limiter: RateLimiter | None = None,
+        guard: DeactivationGuardSettings | None = None,
     ) -> Protection:
         """``limiter``: a shared one (Redis); by default this process's own."""
         rates = {name: a.rate_per_second for name, a in providers.accounts.items()}
@@ -67,6 +77,7 @@ class Protection:
                 name: asyncio.Semaphore(account.max_in_flight)
                 for name, account in providers.accounts.items()
             },
+            guard=DeactivationGuard(guard),
         )
 
     @property
@@ -139,7 +150,33 @@ class Protection:
         def target(delivery: ClaimedDelivery) -> Target:
             return self._target(delivery, known.get(delivery.address))
 
-        return await admit(deliveries, priority, target, self.breaker, self.limiter)
+        held, probes, rest = self._guarded(deliveries, target)
+        admission = await admit(rest, priority, target, self.breaker, self.limiter)
+        for delivery, _ in admission.defer:
+            if delivery.id in probes:  # a reserved probe that is not going out
+                self.guard.cancel(probes[delivery.id])
+        admission.defer.extend(held)
+        return admission
+
+    def _guarded(
+        self, deliveries: Sequence[ClaimedDelivery], target: Callable[[ClaimedDelivery], Target]
+    ) -> tuple[list[tuple[ClaimedDelivery, Defer]], dict[uuid.UUID, str], list[ClaimedDelivery]]:
+        """The push deliveries whose account's deactivation guard holds them, the probes it
+        let through (delivery id -> account), and the rest. Push never fails over, so its
+        account is the chain's first."""
+        held: list[tuple[ClaimedDelivery, Defer]] = []
+        probes: dict[uuid.UUID, str] = {}
+        rest: list[ClaimedDelivery] = []
+        for delivery in deliveries:
+            chain = target(delivery).chain if delivery.channel == Channel.PUSH.value else ()
+            wait = self.guard.admit(chain[0]) if chain else 0.0
+            if wait > 0:
+                held.append((delivery, Defer(wait, HELD, chain[0])))
+                continue
+            if chain and self.guard.status(chain[0]) is GuardStatus.PROBING:
+                probes[delivery.id] = chain[0]
+            rest.append(delivery)
+        return held, probes, rest
 
     def _target(self, delivery: ClaimedDelivery, platform: str | None) -> Target:
         key = (delivery.channel, delivery.category, platform)
@@ -167,10 +204,12 @@ class Protection:
         return found
 
     def reporter(self, account: str) -> Callable[[BaseException | None], None]:
-        """What a send tells the breaker, and, for a 429 with Retry-After, the limiter."""
+        """What a send tells the breaker and the deactivation guard, and, for a 429 with
+        Retry-After, the limiter."""
 
         def report(error: BaseException | None) -> None:
             self.breaker.record(account, error)
+            self.guard.record(account, error)
             if (
                 isinstance(error, ProviderError)
                 and error.retry_after

@@ -19,7 +19,7 @@ from tidings.dispatch.attempt import deferred, skipped
 from tidings.dispatch.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
-from tidings.priorities import Category
+from tidings.priorities import Category, Channel
 from tidings.store import frequency, preferences, suppressions, users
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
@@ -28,6 +28,7 @@ from tidings.store.suppressions import canonical_address
 from tidings.store.users import UserProfile
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
+EMAIL = Channel.EMAIL.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).
 DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 
@@ -80,8 +81,14 @@ class SendTimeChecks:
         }
 
     async def _suppressed(self, claimed: Sequence[ClaimedDelivery]) -> dict[uuid.UUID, str]:
+        """Deliveries to a suppressed address; an email's suppressed copies (cc, bcc) are
+        dropped from it (one query for both)."""
         pairs = {d.id: (d.channel, canonical_address(d.channel, d.address)) for d in claimed}
-        found = await suppressions.suppressed(self.db, set(pairs.values()))
+        copies = {(EMAIL, canonical_address(EMAIL, a)) for d in claimed for a in _copies(d)}
+        found = await suppressions.suppressed(self.db, set(pairs.values()) | copies)
+        if copies & found:
+            for d in claimed:
+                _drop_suppressed_copies(d, found)
         return {d.id: "suppressed" for d in claimed if pairs[d.id] in found}
 
     async def _profiles(self, claimed: Sequence[ClaimedDelivery]) -> dict[str, UserProfile]:
@@ -133,6 +140,23 @@ class SendTimeChecks:
         ]
         counted = await frequency.count_sends(self.db, sends)
         return {d.id for d, ok in zip(capped, counted, strict=True) if not ok}
+
+
+def _copies(delivery: ClaimedDelivery) -> list[str]:
+    details = delivery.email if delivery.channel == EMAIL else None
+    return [*(details.get("cc") or []), *(details.get("bcc") or [])] if details else []
+
+
+def _drop_suppressed_copies(delivery: ClaimedDelivery, found: set[tuple[str, str]]) -> None:
+    if not delivery.email:
+        return
+    kept = dict(delivery.email)
+    for field_name in ("cc", "bcc"):
+        if kept.get(field_name):
+            kept[field_name] = [
+                a for a in kept[field_name] if (EMAIL, canonical_address(EMAIL, a)) not in found
+            ]
+    delivery.email = kept
 
 
 def _local_day(now: datetime, profile: UserProfile | None) -> date:

@@ -24,6 +24,8 @@ from tidings.dispatch.attempt import (
     precheck,
     released,
 )
+from tidings.dispatch.deactivation_guard import HELD
+from tidings.dispatch.guard_outcomes import held, judged
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
@@ -176,7 +178,10 @@ class SendPipeline:
         for delivery, wait in admission.defer:
             # A little jitter, so deferred rows do not all come back in the same instant.
             until = now + timedelta(seconds=wait.until_seconds * self.context.rng.uniform(1, 1.2))
-            self.context.writer.put(deferred(delivery, until, wait.reason))
+            if wait.reason == HELD and wait.account is not None:
+                self.context.writer.put(held(delivery, until, wait.account))
+            else:
+                self.context.writer.put(deferred(delivery, until, wait.reason))
         return admission.send
 
     async def _platforms(self, send: list[ClaimedDelivery]) -> dict[str, str]:
@@ -208,17 +213,19 @@ class SendPipeline:
         protection = context.protection
         try:
             rules = context.types.rules(delivery.type)
+            providers = context.providers
             target = Target(
-                context.providers.providers[account],
-                context.providers.recorded_name(account),
+                providers.providers[account],
+                providers.recorded_name(account),
                 protection.reporter(account),
+                providers.at_most_once(account),
             )
             async with protection.in_flight(account):
                 if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
                     # Cancelled while this waited for its account's bulkhead: not sent.
                     outcome = cancelled(delivery)
                 else:
-                    outcome = await self._attempt_once(delivery, rules, target, profile)
+                    outcome = await self._attempt_once(delivery, rules, target, profile, account)
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt.
             protection.breaker.cancel(account)
@@ -234,17 +241,21 @@ class SendPipeline:
         rules: TypeRules,
         target: Target,
         profile: UserProfile | None,
+        account: str,
     ) -> Outcome:
-        """The provider call behind the fleet's dedup key (dispatch/redis_guards.py)."""
+        """The provider call behind the fleet's dedup key (dispatch/redis_guards.py); a
+        deactivation it would make is judged by the account's deactivation guard."""
         dedup = self.context.dedup
         verdict = await dedup.begin(delivery.id, delivery.attempts)
         now = utcnow()
-        if isinstance(verdict, SentBefore):
+        if isinstance(verdict, SentBefore) and not _failed_since(verdict, delivery):
             return already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
         if isinstance(verdict, Busy):
             until = now + timedelta(seconds=verdict.seconds)
             return deferred(delivery, until, "sending_elsewhere")
         outcome = await self.context.sender.attempt(delivery, rules, target, now, profile)
+        guard = self.context.protection.guard
+        outcome = await judged(guard, self.context.db, delivery, account, outcome, self.context.rng)
         sent = outcome.status is Status.SENT
         await dedup.finish(
             delivery.id, (outcome.provider or "", outcome.provider_msg_id) if sent else None
@@ -270,3 +281,11 @@ def error_name(error: BaseException) -> str:
 def error_where(error: BaseException) -> str:
     """The innermost frames of its traceback: code locations, none of the error's text."""
     return "".join(traceback.format_tb(error.__traceback__)[-3:])
+
+
+def _failed_since(verdict: SentBefore, delivery: ClaimedDelivery) -> bool:
+    """Whether the send the dedup key remembers is one the provider later failed (its
+    message id is on the row, which a lost outcome never wrote): the key is stale, send."""
+    return delivery.provider_msg_id is not None and (
+        verdict.provider_msg_id == delivery.provider_msg_id
+    )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tidings.dispatch.retry import RetryPolicy
 from tidings.store.types import NotificationType, TypeCatalog
@@ -18,6 +20,8 @@ class TypeRules:
     required_channels: frozenset[str] = frozenset()
     default_locale: str | None = None
     collapse_key: str | None = None
+    # The type's email sender (fromAddress, fromName, replyTo); None: the account's.
+    email: Mapping[str, Any] | None = None
 
 
 class TypeRulebook:
@@ -57,5 +61,10 @@ class TypeRulebook:
             )
             retry = self.default_retry
         return TypeRules(
-            retry, kind.ttl_seconds, kind.required, kind.default_locale, kind.collapse_key
+            retry,
+            kind.ttl_seconds,
+            kind.required,
+            kind.default_locale,
+            kind.collapse_key,
+            kind.email,
         )

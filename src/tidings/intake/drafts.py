@@ -14,7 +14,7 @@ from typing import Any
 
 from tidings.ids import new_id
 from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
-from tidings.priorities import Channel, Priority
+from tidings.priorities import Category, Channel, Priority
 from tidings.refusal import Refusal
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
@@ -72,6 +72,7 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
     _check_data(item, data_json, context.max_data_bytes)
     send_at = _send_at(item, context)
     deliveries = _deliveries(item, kind, context)
+    email = _email_options(item, kind, deliveries)
     due_at = _due_at(send_at, priority, context.due_spread_seconds)
     return NotificationDraft(
         id=new_id(),
@@ -88,7 +89,25 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
         send_at=send_at,
         due_at=due_at,
         deliveries=deliveries,
+        email=email,
     )
+
+
+def _email_options(
+    item: NotificationIn, kind: NotificationType, deliveries: Sequence[DeliveryDraft]
+) -> dict[str, Any] | None:
+    """The notification's email details, refused where they cannot apply."""
+    if item.email is None:
+        return None
+    if not any(d.channel == Channel.EMAIL.value for d in deliveries):
+        raise ItemError(
+            "invalid_request", "email details given, but this notification sends no email", "email"
+        )
+    if (item.email.cc or item.email.bcc) and kind.category == Category.MARKETING.value:
+        # A copy would reach someone who never subscribed and has no way to unsubscribe.
+        field = "email.cc" if item.email.cc else "email.bcc"
+        raise ItemError("invalid_request", "marketing email cannot have copies", field)
+    return item.email.model_dump(by_alias=True, exclude_none=True) or None
 
 
 def _priority(item: NotificationIn, kind: NotificationType) -> Priority:

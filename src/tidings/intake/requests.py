@@ -116,6 +116,10 @@ WebhookUrl = Annotated[
     AfterValidator(_http_url),
 ]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+# A display name in a From header: one line (a CR or LF would start a header of its own).
+DisplayName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\r\n]*$")]
+# Copies per email: enough for a team, too few to turn one notification into a mailing.
+MAX_COPIES = 10
 
 
 class ApiModel(BaseModel):
@@ -131,6 +135,14 @@ class Recipient(ApiModel):
     webhook_url: WebhookUrl | None = None
 
 
+class EmailOptions(ApiModel):
+    """Email details of one notification: where a reply goes, who gets a copy."""
+
+    reply_to: Email | None = None
+    cc: list[Email] | None = Field(default=None, max_length=MAX_COPIES)
+    bcc: list[Email] | None = Field(default=None, max_length=MAX_COPIES)
+
+
 class NotificationIn(ApiModel):
     type: TypeName
     user_id: UserId | None = None
@@ -140,6 +152,7 @@ class NotificationIn(ApiModel):
     priority: Priority | None = None
     locale: Locale | None = None
     send_at: SendAt | None = None
+    email: EmailOptions | None = None
 
 
 class BatchItemIn(NotificationIn):

@@ -7,7 +7,7 @@ and the provider's credentials as ``SecretStr``) and a provider class built from
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,11 @@ class AccountSettings(BaseModel):
     max_in_flight: int = Field(default=100, ge=1, le=10_000)
     # Seconds for one request, connect included.
     timeout: float = Field(default=10.0, gt=0, le=300)
+    # When a send may or may not have happened (no answer after the request went out):
+    # "retry" sends again (at least once, perhaps twice), "fail" ends the delivery FAILED
+    # with kind "ambiguous" (at most once). SMS accounts default to "fail": a second OTP
+    # confuses more than a missing one, which the user can ask for again.
+    on_ambiguous: Literal["retry", "fail"] = "retry"
 
 
 Model = TypeVar("Model", bound=BaseModel)

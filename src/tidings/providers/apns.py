@@ -9,6 +9,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +19,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from pydantic import SecretStr, model_validator
 
-from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
@@ -29,16 +29,18 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.push_http import (
+    APNS_COLLAPSE_ID_LIMIT,
     CONFIG_RETRY_AFTER,
+    apns_priority,
     compact_json,
     json_body,
-    transport_failure,
+    post,
 )
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096
-COLLAPSE_ID_LIMIT = 64
+COLLAPSE_ID_LIMIT = APNS_COLLAPSE_ID_LIMIT
 # Apple: refresh the provider token no more often than every 20 minutes and at least
 # every 60 (older: ExpiredProviderToken). We refresh after 50, leaving a margin.
 TOKEN_MIN_AGE = 20 * 60
@@ -208,10 +210,9 @@ class ApnsProvider:
         self, device: str, headers: dict[str, str], body: bytes, token: str
     ) -> httpx.Response:
         headers = headers | {"authorization": f"bearer {token}"}
-        try:
-            return await self._client.post(f"/3/device/{device}", content=body, headers=headers)
-        except httpx.HTTPError as error:
-            raise transport_failure("apns", error) from error
+        return await post(
+            self._client, "apns", f"/3/device/{device}", content=body, headers=headers
+        )
 
 
 def is_alert(message: Message) -> bool:
@@ -225,7 +226,7 @@ def apns_headers(message: Message, topic: str, now: float) -> dict[str, str]:
         "apns-topic": topic,
         "apns-push-type": "alert" if alert else "background",
         # Background pushes must use 5 (Apple); 10 only for urgent alerts.
-        "apns-priority": "10" if alert and message.priority is Priority.HIGH else "5",
+        "apns-priority": apns_priority(alert, message.priority),
         "apns-id": str(message.delivery_id),  # APNs' own message id: lowercase UUID
         "content-type": "application/json",
     }
@@ -257,6 +258,20 @@ def _reason(response: httpx.Response) -> str | None:
     return str(reason) if reason else None
 
 
+def _unregistered_since(response: httpx.Response) -> datetime | None:
+    """A 410's ``timestamp`` (milliseconds): the last time APNs confirmed the token was no
+    longer valid. Apple: a token registered again after it must keep receiving pushes."""
+    timestamp = json_body(response).get("timestamp")
+    if isinstance(timestamp, str) and timestamp.isdigit():
+        timestamp = int(timestamp)
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+        return None
+    try:
+        return datetime.fromtimestamp(timestamp / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def classify(response: httpx.Response, now: float) -> ProviderError:
     """The error for a non-200 answer, by Apple's reason, else by HTTP status."""
     status = response.status_code
@@ -264,10 +279,10 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     text = f"apns: {status} {reason or ''}"
     wait = parse_retry_after(response.headers.get("retry-after"), now)
     if reason in DEAD_TOKEN_ERRORS:
-        if status == 410:
-            # Apple: unregistered since this time (ms); a later re-registration wins.
-            text += f" since {json_body(response).get('timestamp')}"
-        return PermanentError(text, effect=Effect.DEACTIVATE_DEVICE, reason=reason)
+        since = _unregistered_since(response) if status == 410 else None
+        if since is not None:
+            text += f" since {since.isoformat()}"
+        return PermanentError(text, effect=Effect.DEACTIVATE_DEVICE, reason=reason, effect_at=since)
     if reason in REQUEST_ERRORS:
         return PermanentError(text, reason=reason)
     if reason == "PayloadTooLarge" or status == 413:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from tidings.priorities import Channel, Priority
@@ -25,6 +26,14 @@ class Content:
     text: str = ""
     html: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EmailSender:
+    """The From of an email: a type may set its own instead of the account's."""
+
+    address: str
+    name: str | None = None
 
 
 @dataclass(slots=True)
@@ -50,6 +59,12 @@ class Message:
     # The type's ttl (APNs apns-expiration, FCM android.ttl) and collapse key.
     ttl_seconds: int | None = None
     collapse_key: str | None = None
+    # Email: the sender (None: the account's), where replies go, and copies (Bcc never
+    # appears in the headers).
+    sender: EmailSender | None = None
+    reply_to: str | None = None
+    cc: tuple[str, ...] = ()
+    bcc: tuple[str, ...] = ()
 
     @property
     def idempotency_key(self) -> str:
@@ -67,7 +82,9 @@ class ProviderError(Exception):
     """A failed send, with its failure kind and, when the provider said so, a Retry-After.
 
     ``effect`` and ``reason`` (a short code such as ``hard_bounce`` or ``Unregistered``)
-    tell the dispatcher to deactivate the device or suppress the address.
+    tell the dispatcher to deactivate the device or suppress the address. ``ambiguous``: the
+    request may have reached the provider and no answer says whether it was sent (a read
+    timeout, a connection lost after the request was written).
     """
 
     kind: FailureKind = FailureKind.TRANSIENT
@@ -79,11 +96,17 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         effect: Effect | None = None,
         reason: str | None = None,
+        ambiguous: bool = False,
+        effect_at: datetime | None = None,
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.effect = effect
         self.reason = reason
+        self.ambiguous = ambiguous
+        # When the provider last confirmed the address dead (APNs' 410 timestamp): a device
+        # registered again after it keeps its token.
+        self.effect_at = effect_at
 
 
 class TransientError(ProviderError):

@@ -66,6 +66,11 @@ class ProviderSet:
             return None
         return account
 
+    def at_most_once(self, account: str) -> bool:
+        """Whether ``account`` fails an ambiguous outcome rather than retry it."""
+        settings = self.accounts.get(account)
+        return settings is not None and settings.on_ambiguous == "fail"
+
     async def close(self) -> None:
         for provider in {id(p): p for p in self.providers.values()}.values():
             await provider.close()

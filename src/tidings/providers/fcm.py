@@ -29,9 +29,11 @@ from tidings.providers.base import (
 from tidings.providers.google_auth import AccessTokens, ServiceAccount
 from tidings.providers.push_http import (
     CONFIG_RETRY_AFTER,
+    apns_collapse_id,
+    apns_priority,
     compact_json,
     json_body,
-    transport_failure,
+    post,
 )
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
@@ -104,17 +106,16 @@ class FcmProvider:
             "authorization": f"Bearer {access_token}",
             "content-type": "application/json; charset=UTF-8",
         }
-        try:
-            return await self._client.post(self._url, content=compact_json(body), headers=headers)
-        except httpx.HTTPError as error:
-            raise transport_failure("fcm", error) from error
+        return await post(
+            self._client, "fcm", self._url, content=compact_json(body), headers=headers
+        )
 
 
 def fcm_request(message: Message, now: float) -> dict[str, Any]:
     """The send request body; PoisonError when FCM would refuse the message itself."""
     content = message.content
     payload: dict[str, Any] = {}
-    if content.subject is not None or content.text:
+    if has_notification(message):
         notification = {"title": content.subject, "body": content.text or None}
         payload["notification"] = {k: v for k, v in notification.items() if v is not None}
     payload["data"] = fcm_data(content.data) | {DELIVERY_ID_KEY: message.idempotency_key}
@@ -125,8 +126,13 @@ def fcm_request(message: Message, now: float) -> dict[str, Any]:
         )
     body = {"token": message.address, **payload}
     body["android"] = _android(message)
-    body["apns"] = {"headers": _apns_headers(message, now)}
+    body["apns"] = _apns(message, now)
     return {"validate_only": False, "message": body}
+
+
+def has_notification(message: Message) -> bool:
+    """Something to show (a title or a body); else a data-only message."""
+    return message.content.subject is not None or bool(message.content.text)
 
 
 def fcm_data(data: dict[str, Any]) -> dict[str, str]:
@@ -151,15 +157,25 @@ def _android(message: Message) -> dict[str, Any]:
     return android
 
 
-def _apns_headers(message: Message, now: float) -> dict[str, str]:
-    """What FCM passes on to APNs for iOS devices."""
-    headers = {"apns-priority": "10" if message.priority is Priority.HIGH else "5"}
+def _apns(message: Message, now: float) -> dict[str, Any]:
+    """The apns block, which FCM hands to APNs for Apple devices only, so the adapter need
+    not know the device's platform: Android reads the android block alone. A data-only
+    message is a background push for Apple: priority 5 and content-available."""
+    alert = has_notification(message)
+    headers = {
+        "apns-priority": apns_priority(alert, message.priority),
+        "apns-push-type": "alert" if alert else "background",
+    }
     if message.ttl_seconds is not None:
         ttl = max(message.ttl_seconds, 0)
         headers["apns-expiration"] = "0" if ttl == 0 else str(int(now) + ttl)
     if message.collapse_key:
-        headers["apns-collapse-id"] = message.collapse_key
-    return headers
+        # Hashed when over Apple's 64 bytes rather than refused: poison would also fail the
+        # message for Android devices, whose collapse_key has no such limit.
+        headers["apns-collapse-id"] = apns_collapse_id(message.collapse_key)
+    if alert:
+        return {"headers": headers}
+    return {"headers": headers, "payload": {"aps": {"content-available": 1}}}
 
 
 def _error_code(body: dict[str, Any]) -> str | None:
@@ -174,13 +190,15 @@ def _error_code(body: dict[str, Any]) -> str | None:
 
 
 def _token_is_invalid(error: dict[str, Any]) -> bool:
-    """INVALID_ARGUMENT about the registration token itself (not about the message)."""
+    """INVALID_ARGUMENT about the registration token itself (not about the message): FCM
+    says so with a BadRequest field violation on message.token. The error's message text
+    is never read: it may name the token while the fault is elsewhere."""
     for detail in error.get("details") or []:
         if isinstance(detail, dict) and detail.get("@type") == BAD_REQUEST_TYPE:
             for violation in detail.get("fieldViolations") or []:
                 if isinstance(violation, dict) and violation.get("field") == "message.token":
                     return True
-    return "registration token" in str(error.get("message", "")).lower()
+    return False
 
 
 def classify(response: httpx.Response, now: float) -> ProviderError:
@@ -194,18 +212,16 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     wait = parse_retry_after(response.headers.get("retry-after"), now)
     if code == "UNREGISTERED":
         return PermanentError(text, effect=Effect.DEACTIVATE_DEVICE, reason=code)
-    if code == "SENDER_ID_MISMATCH":
-        # The token belongs to another Firebase project: useless to this account.
-        return PermanentError(text, effect=Effect.DEACTIVATE_DEVICE, reason=code)
     if code == "INVALID_ARGUMENT":
         effect = Effect.DEACTIVATE_DEVICE if _token_is_invalid(error) else None
         return PermanentError(text, effect=effect, reason=code)
     if code in ("QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL"):
         return TransientError(text, retry_after=wait, reason=code)
-    if code == "THIRD_PARTY_AUTH_ERROR":
-        # The APNs certificate/key or web push credentials registered with Firebase are
-        # wrong or expired: nothing is wrong with the device token, so keep it and retry
-        # late (the operator must fix the Firebase project).
+    if code in ("THIRD_PARTY_AUTH_ERROR", "SENDER_ID_MISMATCH"):
+        # Configuration, not the device: the APNs certificate/key or web push credentials
+        # registered with Firebase are wrong or expired, or the token belongs to another
+        # Firebase project than this account's (the wrong project here, or in the app).
+        # Keep the token and retry late, while the operator fixes the project.
         return TransientError(text, retry_after=max(wait or 0, CONFIG_RETRY_AFTER), reason=code)
     return _by_status(status, text, wait, code)
 

@@ -15,12 +15,17 @@ from tidings.providers.accounts import AccountSettings
 from tidings.providers.apns import ApnsAccount, ApnsProvider
 from tidings.providers.base import Provider
 from tidings.providers.fcm import FcmAccount, FcmProvider
+from tidings.providers.mailgun import MailgunAccount, MailgunProvider
+from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
+from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.sink import NoopProvider, SinkProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
+from tidings.providers.webpush import WebPushAccount, WebPushProvider
 
 
 class SinkAccount(AccountSettings):
@@ -49,10 +54,15 @@ Account = Annotated[
     | RecordAccount
     | SmtpAccount
     | SendGridAccount
+    | MailgunAccount
+    | PostmarkAccount
+    | SesAccount
     | TwilioAccount
     | FcmAccount
     | ApnsAccount
-    | WebhookAccount,
+    | WebhookAccount
+    | VonageAccount
+    | WebPushAccount,
     Field(discriminator="kind"),
 ]
 
@@ -75,6 +85,12 @@ def build_provider(
             provider = SmtpProvider(name, account)
         case SendGridAccount():
             provider = SendGridProvider(name, account)
+        case MailgunAccount():
+            provider = MailgunProvider(name, account)
+        case PostmarkAccount():
+            provider = PostmarkProvider(name, account)
+        case SesAccount():
+            provider = SesProvider(name, account)
         case TwilioAccount():
             provider = TwilioProvider(name, account, public_url=public_url)
         case FcmAccount():
@@ -83,6 +99,10 @@ def build_provider(
             provider = ApnsProvider(name, account)
         case WebhookAccount():
             provider = WebhookProvider(name, account)
+        case VonageAccount():
+            provider = VonageProvider(name, account)
+        case WebPushAccount():
+            provider = WebPushProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

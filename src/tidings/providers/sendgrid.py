@@ -9,7 +9,10 @@ Classification: 202 accepted (``X-Message-Id``); 400 a request SendGrid will ref
 (permanent, nothing suppressed: a malformed address is not a bounce); 401/403 our
 credentials or sender identity (transient with a long retry, so that no delivery is lost or
 address suppressed while an operator fixes the key); 413 poison; 429 transient after
-Retry-After or X-RateLimit-Reset; 5xx and network errors transient.
+Retry-After or X-RateLimit-Reset; 5xx transient after Retry-After if given (never
+X-RateLimit-Reset, which every answer carries), else the retry policy's backoff; network
+errors transient. An email without a subject is poison before any request (SendGrid
+refuses it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
+from tidings.providers.http_errors import no_answer
 from tidings.providers.retry_after import parse_retry_after
 from tidings.tracking.sendgrid_webhook import load_public_key
 
@@ -97,7 +101,7 @@ class SendGridProvider:
         try:
             response = await self._client.post("/v3/mail/send", json=body)
         except httpx.TransportError as error:  # connect, read, timeouts
-            raise TransientError(f"SendGrid unreachable: {error!r}") from error
+            raise no_answer("SendGrid", error) from error
         if response.is_success:
             return SendResult(self.name, response.headers.get("X-Message-Id"))
         raise self._classify(response)
@@ -112,10 +116,14 @@ class SendGridProvider:
             return TransientError(detail, retry_after=CREDENTIALS_RETRY_AFTER, reason="credentials")
         if status == 413:
             return PoisonError(detail, reason="payload_too_large")
-        if status == 429 or status >= 500:
+        if status == 429:
             retry_after = retry_after_seconds(response.headers, self._clock())
-            reason = "rate_limited" if status == 429 else f"http_{status}"
-            return TransientError(detail, retry_after=retry_after, reason=reason)
+            return TransientError(detail, retry_after=retry_after, reason="rate_limited")
+        if status >= 500:
+            # X-RateLimit-Reset is on every answer and says nothing about an outage: only a
+            # Retry-After is the server's word; without one the retry policy's backoff waits.
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), self._clock())
+            return TransientError(detail, retry_after=retry_after, reason=f"http_{status}")
         if status == 408:
             return TransientError(detail, reason="http_408")
         return PermanentError(detail, reason="bad_request" if status == 400 else f"http_{status}")
@@ -129,25 +137,50 @@ def mail_send_body(message: Message, account: SendGridAccount) -> dict[str, Any]
         parts.append({"type": "text/html", "value": content.html})
     if not parts:
         raise PoisonError("the email has neither text nor HTML", reason="empty_content")
-    sender: dict[str, str] = {"email": account.from_email}
-    if account.from_name:
-        sender["name"] = account.from_name
+    if not content.subject:
+        # SendGrid refuses a message without a subject (400): it would only fail there.
+        raise PoisonError("the email has no subject", reason="empty_subject")
     body: dict[str, Any] = {
-        "personalizations": [
-            {
-                "to": [{"email": message.address}],
-                "custom_args": {"delivery_id": message.idempotency_key},
-            }
-        ],
-        "from": sender,
-        "subject": content.subject or "",
+        "personalizations": [_personalization(message)],
+        "from": _sender(message, account),
+        "subject": content.subject,
         "content": parts,
         "categories": [message.type],
     }
     headers = {k: v for k, v in message.headers.items() if k.lower() not in _RESERVED}
     if headers:
         body["headers"] = headers
+    if message.reply_to:
+        body["reply_to"] = {"email": message.reply_to}
     return body
+
+
+def _sender(message: Message, account: SendGridAccount) -> dict[str, str]:
+    """The type's sender if it has one (a verified sender in SendGrid), else the account's."""
+    if message.sender is not None:
+        address, name = message.sender.address, message.sender.name
+    else:
+        address, name = account.from_email, account.from_name
+    return {"email": address, "name": name} if name else {"email": address}
+
+
+def _personalization(message: Message) -> dict[str, Any]:
+    """One recipient, with copies: SendGrid refuses an address twice in one personalization
+    (to, cc and bcc together, ignoring case), so repeats are dropped."""
+    seen = {message.address.lower()}
+    personalization: dict[str, Any] = {
+        "to": [{"email": message.address}],
+        "custom_args": {"delivery_id": message.idempotency_key},
+    }
+    for field_name, copies in (("cc", message.cc), ("bcc", message.bcc)):
+        kept = []
+        for address in copies:
+            if address.lower() not in seen:
+                seen.add(address.lower())
+                kept.append({"email": address})
+        if kept:
+            personalization[field_name] = kept
+    return personalization
 
 
 def _error_messages(response: httpx.Response) -> str:

@@ -5,17 +5,26 @@ Connections are reused: a small pool of open SMTP sessions, at most
 A session the server closed (idle timeout, 421) is dropped and replaced; a send that finds
 its reused session already dead is retried once on a fresh one, which is safe because the
 server had not accepted the message.
+
+A session goes back to the pool only in a known state: after a clean transaction, or after
+a refusal (or a local error) once RSET has ended the transaction. A send cancelled (the
+dispatcher's timeout), timed out or cut off mid-transaction closes its session: the server
+may still be answering a command the client gave up on.
+
+Internationalised addresses: domains go out as IDNA A-labels; a non-ASCII local part needs
+the server's SMTPUTF8 (RFC 6531), else the send fails permanently (``smtputf8_unsupported``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import aiosmtplib
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
@@ -26,7 +35,8 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.mime import as_bytes, build_email
+from tidings.providers.dkim import DkimSigner, check_dkim_settings
+from tidings.providers.mime import as_bytes, build_email, wire_address, wire_domain
 from tidings.providers.smtp_replies import AUTH_RETRY_AFTER, classify_reply
 
 
@@ -47,6 +57,40 @@ class SmtpAccount(AccountSettings):
     message_id_domain: str | None = None
     # Open sessions kept at most (mail servers limit connections per client).
     max_connections: int = Field(default=4, ge=1, le=100)
+    # DKIM (RFC 6376): sign with this key for d=dkim_domain, s=dkim_selector; the public key
+    # is published at <selector>._domainkey.<domain>. Unset: not signed (the relay may sign).
+    dkim_domain: str | None = None
+    dkim_selector: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    dkim_private_key: SecretStr | None = None
+    dkim_private_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _dkim_complete(self) -> SmtpAccount:
+        check_dkim_settings(self)
+        return self
+
+    # An internationalised domain must have an IDNA form: checked when the account loads.
+    @field_validator("from_address")
+    @classmethod
+    def _sender_has_a_labels(cls, value: str) -> str:
+        wire_address(value)
+        return value
+
+    @field_validator("message_id_domain")
+    @classmethod
+    def _domain_has_a_labels(cls, value: str | None) -> str | None:
+        if value is not None:
+            wire_domain(value)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    sender: str  # wire addresses: A-label domains
+    recipient: str
+    raw: bytes
+    smtputf8: bool  # a local part is not ASCII
+    copies: tuple[str, ...] = ()  # cc and bcc, without the recipient or repeats
 
 
 class SmtpProvider:
@@ -58,11 +102,12 @@ class SmtpProvider:
         self._tls_context: ssl.SSLContext | None = None
         self.connections_opened = 0  # for tests and metrics: reuse means few of these
         self._closed = False
+        self._dkim = DkimSigner.of(account)
 
     async def send(self, message: Message) -> SendResult:
-        raw, message_id = self._render(message)
+        envelope, message_id = self._render(message)
         async with self._slots:
-            await self._transaction(message.address, raw)
+            await self._transaction(envelope)
         return SendResult(provider=self.name, provider_msg_id=message_id)
 
     async def close(self) -> None:
@@ -74,48 +119,120 @@ class SmtpProvider:
             except (aiosmtplib.SMTPException, OSError):
                 client.close()
 
-    def _render(self, message: Message) -> tuple[bytes, str]:
+    def _render(self, message: Message) -> tuple[_Envelope, str]:
         account = self.account
-        domain = account.message_id_domain or account.from_address.rpartition("@")[2]
+        # The envelope sender stays the account's (bounces come back to it) when the From
+        # header is a type's own; checked when the account was loaded.
+        sender = wire_address(account.from_address)
+        try:
+            recipient = wire_address(message.address)
+            copies = _copies(recipient, message)
+        except ValueError as error:  # a domain without an IDNA form
+            raise PermanentError(f"unusable address: {error}", reason="bad_address") from error
+        domain = wire_domain(account.message_id_domain or sender.rpartition("@")[2])
+        smtputf8 = not "".join((sender, recipient, *copies)).isascii()
         try:
             mail, message_id = build_email(
                 message,
-                from_address=account.from_address,
+                sender=sender,
+                recipient=recipient,
                 from_name=account.from_name,
                 message_id_domain=domain or "localhost",
             )
-            return as_bytes(mail), message_id
+            raw = as_bytes(mail, smtputf8=smtputf8)
+            if self._dkim is not None:
+                raw = self._dkim.sign(raw)
         except (ValueError, TypeError) as error:
             raise PoisonError(f"cannot build the email: {error}", reason="bad_message") from error
+        return _Envelope(sender, recipient, raw, smtputf8, copies), message_id
 
-    async def _transaction(self, recipient: str, raw: bytes) -> None:
+    async def _transaction(self, envelope: _Envelope) -> None:
         try:
-            await self._attempt(recipient, raw)
+            await self._attempt(envelope)
         except ProviderError:
             raise
         except aiosmtplib.SMTPException as error:
             raise _classify(error) from error
         except (OSError, TimeoutError) as error:
             raise TransientError(f"SMTP connection failed: {error!r}") from error
+        except ValueError as error:  # an address aiosmtplib refuses to put on the wire
+            raise PermanentError(f"unusable address: {error}", reason="bad_address") from error
 
-    async def _attempt(self, recipient: str, raw: bytes) -> None:
+    async def _attempt(self, envelope: _Envelope) -> None:
         client, reused = await self._checkout()
         try:
-            await self._sendmail(client, recipient, raw)
+            await self._use(client, envelope)
         except aiosmtplib.SMTPServerDisconnected:
-            client.close()
             if not reused:
                 raise
             client, _ = await self._checkout(fresh=True)
-            await self._sendmail(client, recipient, raw)
-        finally:
-            self._checkin(client)
+            await self._use(client, envelope)
 
-    async def _sendmail(self, client: aiosmtplib.SMTP, recipient: str, raw: bytes) -> None:
+    async def _use(self, client: aiosmtplib.SMTP, envelope: _Envelope) -> None:
+        """One transaction on ``client``, which then goes back to the pool or is closed."""
         try:
-            await client.sendmail(self.account.from_address, [recipient], raw)
-        except ValueError as error:  # an address aiosmtplib refuses to put on the wire
-            raise PermanentError(f"unusable address: {error}", reason="bad_address") from error
+            await self._sendmail(client, envelope)
+        except (aiosmtplib.SMTPResponseException, ProviderError, ValueError):
+            # The server answered each command sent (or none was sent): RSET ends the
+            # transaction it may have begun, else the next MAIL would be "nested".
+            await self._reset(client)
+            raise
+        except BaseException:
+            # Cancelled, timed out or cut off: the server may still owe a reply, which the
+            # next command would take for its own. No I/O here, just close.
+            client.close()
+            raise
+        self._checkin(client)
+
+    async def _sendmail(self, client: aiosmtplib.SMTP, envelope: _Envelope) -> None:
+        options = self._mail_options(client, envelope)
+        encoding = "utf-8" if envelope.smtputf8 else "ascii"
+        await client.mail(envelope.sender, options=options, encoding=encoding)
+        await client.rcpt(envelope.recipient, encoding=encoding)
+        for copy in envelope.copies:
+            try:
+                await client.rcpt(copy, encoding=encoding)
+            except aiosmtplib.SMTPRecipientRefused:
+                pass  # a refused copy: the delivery is to the recipient, who was accepted
+        try:
+            await client.data(envelope.raw)
+        except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError) as error:
+            # The message went out; whether the server took it, no reply said.
+            raise TransientError(
+                f"SMTP: no reply to the end of DATA ({type(error).__name__}): perhaps sent",
+                reason="no_answer",
+                ambiguous=True,
+            ) from error
+
+    def _mail_options(self, client: aiosmtplib.SMTP, envelope: _Envelope) -> list[str]:
+        """MAIL parameters: SIZE when offered (RFC 1870); SMTPUTF8 when an address needs it."""
+        options = [f"SIZE={len(envelope.raw)}"] if client.supports_extension("size") else []
+        if envelope.smtputf8:
+            if not client.supports_extension("smtputf8"):
+                raise PermanentError(
+                    f"the SMTP server does not offer SMTPUTF8, which {envelope.recipient!r} "
+                    "needs (a non-ASCII local part)",
+                    reason="smtputf8_unsupported",
+                )
+            options.append("SMTPUTF8")
+            if client.supports_extension("8bitmime"):  # the UTF-8 header octets are 8-bit
+                options.append("BODY=8BITMIME")
+        return options
+
+    async def _reset(self, client: aiosmtplib.SMTP) -> None:
+        """RSET, within the client's timeout; back to the pool if it worked, else closed."""
+        reset = False
+        try:
+            if client.is_connected:  # a 421 closed it already
+                await client.rset()
+                reset = True
+        except (aiosmtplib.SMTPException, OSError):
+            pass  # the send's own error is the one to report
+        finally:
+            if reset:
+                self._checkin(client)
+            else:
+                client.close()  # also when cancelled during the RSET
 
     async def _checkout(self, fresh: bool = False) -> tuple[aiosmtplib.SMTP, bool]:
         while self._idle and not fresh:
@@ -146,6 +263,8 @@ class SmtpProvider:
         )
         try:
             await client.connect()
+            if client.is_ehlo_or_helo_needed:  # extensions (SIZE, SMTPUTF8) before MAIL
+                await _greet(client)
         except BaseException:
             client.close()
             raise
@@ -161,6 +280,24 @@ class SmtpProvider:
                 ssl.create_default_context, cafile=str(self.account.ca_file)
             )
         return self._tls_context
+
+
+def _copies(recipient: str, message: Message) -> tuple[str, ...]:
+    """The cc and bcc addresses to add to the envelope, each once, never the recipient."""
+    seen = {recipient.lower()}
+    copies = []
+    for address in (wire_address(a) for a in (*message.cc, *message.bcc)):
+        if address.lower() not in seen:
+            seen.add(address.lower())
+            copies.append(address)
+    return tuple(copies)
+
+
+async def _greet(client: aiosmtplib.SMTP) -> None:
+    try:
+        await client.ehlo()
+    except aiosmtplib.SMTPHeloError:
+        await client.helo()  # an RFC 821 server: no extensions
 
 
 def _classify(error: aiosmtplib.SMTPException) -> ProviderError:

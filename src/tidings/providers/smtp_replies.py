@@ -10,6 +10,8 @@ otherwise: 4yz transient, 5yz permanent. Exceptions that matter for the address:
 - 5.7.x security/policy: not a bad address; permanent without suppression.
 - 530/534/535/538 authentication: our configuration. Transient with a long retry, so that
   nothing is lost or suppressed while an operator fixes the credentials.
+- 503 bad sequence of commands: the client's session state, not the message; transient.
+- x.6.7 non-ASCII address not permitted (RFC 6531): permanent, the address is not suppressed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def classify_reply(code: int, text: str, *, recipient: bool) -> ProviderError:
     subject_detail = status.split(".", 1)[1] if status else None
     if code in _AUTH_CODES:
         return TransientError(detail, retry_after=AUTH_RETRY_AFTER, reason="auth_failed")
+    if code == 503:
+        return TransientError(detail, reason="bad_sequence")
     if subject_detail == "2.2":
         return TransientError(detail, reason="mailbox_full")
     if code < 500 or (status is not None and status.startswith("4")):
@@ -51,4 +55,6 @@ def classify_reply(code: int, text: str, *, recipient: bool) -> ProviderError:
             return PermanentError(detail, effect=Effect.SUPPRESS_ADDRESS, reason="hard_bounce")
     if status is not None and status.startswith("5.7."):
         return PermanentError(detail, reason="policy")
+    if status == "5.6.7":
+        return PermanentError(detail, reason="smtputf8_unsupported")
     return PermanentError(detail, reason=f"smtp_{code}")

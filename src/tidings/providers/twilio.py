@@ -22,6 +22,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
+from tidings.providers.http_errors import no_answer
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
@@ -32,6 +33,8 @@ MAX_VALIDITY_SECONDS = 36_000
 AUTH_RETRY_SECONDS = 300.0
 # Twilio's 429 carries no Retry-After; its guidance is to back off, so we suggest a second.
 DEFAULT_THROTTLE_SECONDS = 1.0
+# The query parameter of the status callback URL that names the delivery.
+DELIVERY_PARAM = "delivery"
 
 # Documented request-time error codes with a side effect on the address.
 SUPPRESS_CODES = {
@@ -39,24 +42,49 @@ SUPPRESS_CODES = {
     21610: "unsubscribed_stop",
     21614: "not_mobile",  # a landline: no SMS will ever reach it
 }
-# Request errors that are about our account/configuration, never about the recipient.
+# Request errors that are about our account/configuration, never about the recipient: a
+# wrong From number or a region not enabled would otherwise dead-letter every SMS. Transient
+# with a long wait (docs/providers.md: configuration errors), bounded by the retry policy.
 CONFIG_CODES = {21408: "region_not_enabled", 21606: "from_not_capable", 21659: "from_invalid"}
+CONFIG_RETRY_SECONDS = 300.0
 
 
 class TwilioAccount(AccountSettings):
     kind: Literal["twilio"] = "twilio"
     account_sid: str = Field(pattern=r"^AC[0-9a-fA-F]{32}$")
-    auth_token: SecretStr
+    # The account's auth token: it authenticates requests unless an API key is given, and
+    # it is what Twilio signs its webhooks with (so callbacks are refused without it).
+    auth_token: SecretStr | None = None
+    # An API key (SK…) and its secret: Twilio's recommended credentials for requests.
+    api_key_sid: str | None = Field(default=None, pattern=r"^SK[0-9a-fA-F]{32}$")
+    api_key_secret: SecretStr | None = None
     from_number: str | None = None
     messaging_service_sid: str | None = Field(default=None, pattern=r"^MG[0-9a-fA-F]{32}$")
     base_url: str = "https://api.twilio.com"
     # Where Twilio posts status changes. Unset: {public_url}/v1/webhooks/twilio/{account name}
     # when tidings knows its public URL (the signature covers this exact URL).
     status_callback_url: str | None = None
+    # At most once: Twilio has no idempotency key (see AccountSettings.on_ambiguous).
+    on_ambiguous: Literal["retry", "fail"] = "fail"
 
     @model_validator(mode="after")
     def _one_sender(self) -> TwilioAccount:
         return exactly_one(self, "from_number", "messaging_service_sid")
+
+    @model_validator(mode="after")
+    def _credentials(self) -> TwilioAccount:
+        if (self.api_key_sid is None) != (self.api_key_secret is None):
+            raise ValueError("give api_key_sid and api_key_secret together")
+        if self.api_key_sid is None and self.auth_token is None:
+            raise ValueError("give auth_token, or api_key_sid and api_key_secret")
+        return self
+
+    def request_auth(self) -> httpx.BasicAuth:
+        """HTTP Basic credentials: the API key if there is one, else SID and auth token."""
+        if self.api_key_sid is not None and self.api_key_secret is not None:
+            return httpx.BasicAuth(self.api_key_sid, self.api_key_secret.get_secret_value())
+        assert self.auth_token is not None
+        return httpx.BasicAuth(self.account_sid, self.auth_token.get_secret_value())
 
 
 class TwilioProvider:
@@ -69,23 +97,20 @@ class TwilioProvider:
             "/Messages.json"
         )
         self._client = httpx.AsyncClient(
-            auth=httpx.BasicAuth(account.account_sid, account.auth_token.get_secret_value()),
+            auth=account.request_auth(),
             timeout=account.timeout,
             limits=httpx.Limits(max_connections=account.max_in_flight),
         )
 
     async def send(self, message: Message) -> SendResult:
+        # The Messages API has no idempotency key (the I-Twilio-Idempotency-Token header is
+        # one Twilio sends on its webhooks, and ignores on requests): a retry after an answer
+        # that never came can send twice, hence the account's on_ambiguous.
         form = self.form(message)
-        # The Messages API has no idempotency key. Twilio documents this header only on the
-        # webhooks it sends; on a request it is ignored, so sending it is harmless and lets a
-        # proxy or the simulator dedupe retries of one delivery.
-        headers = {"I-Twilio-Idempotency-Token": message.idempotency_key}
         try:
-            response = await self._client.post(self._url, data=form, headers=headers)
-        except httpx.TimeoutException as error:
-            raise TransientError(f"twilio timeout: {type(error).__name__}") from error
+            response = await self._client.post(self._url, data=form)
         except httpx.TransportError as error:
-            raise TransientError(f"twilio connection failed: {type(error).__name__}") from error
+            raise no_answer("twilio", error) from error
         if response.status_code in (200, 201):
             return SendResult(provider=self.name, provider_msg_id=_sid(response))
         raise classify(response)
@@ -104,7 +129,9 @@ class TwilioProvider:
             assert self.account.from_number is not None
             form["From"] = self.account.from_number
         if self.status_callback:
-            form["StatusCallback"] = self.status_callback
+            # The delivery id rides in the callback URL (which the signature covers): a
+            # callback finds its delivery even when the send's answer, and so the SID, was lost.
+            form["StatusCallback"] = with_delivery(self.status_callback, message.idempotency_key)
         if message.ttl_seconds is not None:
             validity = min(max(message.ttl_seconds, 1), MAX_VALIDITY_SECONDS)
             form["ValidityPeriod"] = str(validity)
@@ -121,6 +148,11 @@ def default_callback(public_url: str | None, name: str) -> str | None:
     return f"{public_url.rstrip('/')}/v1/webhooks/twilio/{quote(name, safe='')}"
 
 
+def with_delivery(url: str, delivery_id: str) -> str:
+    """``url`` with ``delivery=<id>`` added to its query."""
+    return f"{url}{'&' if '?' in url else '?'}{DELIVERY_PARAM}={delivery_id}"
+
+
 def classify(response: httpx.Response) -> ProviderError:
     """The error for a non-2xx answer, by Twilio error code first, then by HTTP status."""
     status = response.status_code
@@ -130,8 +162,9 @@ def classify(response: httpx.Response) -> ProviderError:
         return PermanentError(
             described, effect=Effect.SUPPRESS_ADDRESS, reason=SUPPRESS_CODES[code]
         )
-    if code in CONFIG_CODES:
-        return PermanentError(described, reason=CONFIG_CODES[code])
+    if code in CONFIG_CODES or status == 403:
+        reason = CONFIG_CODES.get(code or 0, "forbidden")
+        return TransientError(described, retry_after=CONFIG_RETRY_SECONDS, reason=reason)
     if status == 429 or code == 20429:
         retry = parse_retry_after(response.headers.get("retry-after"))
         return TransientError(

@@ -1,12 +1,20 @@
 """Outbound webhooks: POST the delivery's JSON to the address, signed per Standard Webhooks.
 
+Each endpoint (URL) is signed with its own secret, derived from the account's
+(``endpoint_secret``), so a receiver cannot forge deliveries to another receiver and nothing
+per endpoint is stored.
+
 The target host is resolved once per send and checked (``ssrf``); the request then goes to
 a checked address (Host header and TLS SNI keep the original name), so a second DNS answer
-cannot point it elsewhere. Redirects are not followed for the same reason.
+cannot point it elsewhere. Redirects are not followed for the same reason. Plain http only
+where the account sets ``allow_insecure``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from typing import Any, Literal
 
@@ -27,14 +35,18 @@ from tidings.states import Effect
 from tidings.tracking import standard_webhooks
 
 THROTTLED = {408, 429, 502, 503, 504}  # 408: the receiver timed out reading; try again
+# A receiver being deployed may answer these for a while (route or secret not there yet).
+RETRIED_CLIENT_ERRORS = {400, 401, 403, 404}
+DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_RESPONSE_BYTES = 64 * 1024  # read at most this much of an answer (we only need the status)
 USER_AGENT = "tidings-webhooks/1"
 
 
 class WebhookAccount(AccountSettings):
     kind: Literal["webhook"] = "webhook"
-    secret: SecretStr  # whsec_<base64>, shared with the receivers
+    secret: SecretStr  # whsec_<base64>; each endpoint gets a secret derived from it
     allow_private: bool = False  # reach loopback/private targets (development, tests)
+    allow_insecure: bool = False  # plain http:// targets (development, tests)
     timeout: float = Field(default=15.0, gt=0, le=300)
 
     @field_validator("secret")
@@ -58,11 +70,16 @@ class WebhookProvider:
 
     async def send(self, message: Message) -> SendResult:
         url = _target(message.address)
+        if url.scheme == "http" and not self.account.allow_insecure:
+            # Not suppressed: the URL is fine, this account's setting refuses it.
+            raise PermanentError(
+                "plain http:// webhook targets need allow_insecure = true on the account",
+                reason="insecure_target",
+            )
         addresses = await self._addresses(url)
         body = encode_body(message)
-        headers = standard_webhooks.headers(
-            self.account.secret.get_secret_value(), message.idempotency_key, body
-        )
+        secret = endpoint_secret(self.account.secret.get_secret_value(), message.address)
+        headers = standard_webhooks.headers(secret, message.idempotency_key, body)
         headers["content-type"] = "application/json"
         status, response_headers = await self._post(url, addresses, body, headers)
         if 200 <= status < 300:
@@ -128,7 +145,7 @@ def classify(status: int, headers: httpx.Headers) -> ProviderError:
     if status == 410:
         # The receiver says the endpoint is gone for good: never use this URL again.
         return PermanentError(described, effect=Effect.SUPPRESS_ADDRESS, reason="endpoint_gone")
-    if status in THROTTLED or status >= 500:
+    if status in THROTTLED or status in RETRIED_CLIENT_ERRORS or status >= 500:
         return TransientError(
             described,
             retry_after=parse_retry_after(headers.get("retry-after")),
@@ -137,6 +154,30 @@ def classify(status: int, headers: httpx.Headers) -> ProviderError:
     if 300 <= status < 400:
         return PermanentError(f"{described} (redirects are not followed)", reason="redirect")
     return PermanentError(described, reason=f"http_{status}")
+
+
+def canonical_url(address: str) -> str:
+    """The form an endpoint's secret is derived from: scheme and host lower-cased (the host
+    IDNA-encoded, IPv6 in brackets), the default port dropped, path and query as sent on the
+    request line (no fragment; an empty path is ``/``, a bare ``?`` is dropped)."""
+    url = _target(address)
+    host = _ascii_host(url).lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if url.port is not None and url.port != DEFAULT_PORTS[url.scheme]:
+        host = f"{host}:{url.port}"
+    target = url.raw_path.decode("ascii")  # httpx percent-encodes anything else
+    if not url.query:
+        target = target.removesuffix("?")  # a receiver cannot tell "/x?" from "/x"
+    return f"{url.scheme}://{host}{target}"
+
+
+def endpoint_secret(account_secret: str, address: str) -> str:
+    """``whsec_`` + base64(HMAC-SHA256(account key, canonical URL)): the endpoint's own
+    secret, which ``tidings webhook-secret`` shows to its receiver."""
+    key = standard_webhooks.decode_secret(account_secret)
+    digest = hmac.new(key, canonical_url(address).encode("ascii"), hashlib.sha256).digest()
+    return standard_webhooks.SECRET_PREFIX + base64.b64encode(digest).decode("ascii")
 
 
 def _ascii_host(url: httpx.URL) -> str:
@@ -151,7 +192,16 @@ def _target(address: str) -> httpx.URL:
         raise PermanentError(f"invalid webhook URL: {error}", reason="invalid_target") from error
     if url.scheme not in ("http", "https") or not url.host:
         raise PermanentError("webhook URL must be http(s)://host/...", reason="invalid_target")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise PermanentError("webhook URL has a port outside 1-65535", reason="invalid_target")
     return url
 
 
-__all__ = ["WebhookAccount", "WebhookProvider", "classify", "encode_body"]
+__all__ = [
+    "WebhookAccount",
+    "WebhookProvider",
+    "canonical_url",
+    "classify",
+    "encode_body",
+    "endpoint_secret",
+]

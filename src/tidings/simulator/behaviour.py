@@ -38,7 +38,17 @@ class Behaviour(BaseModel):
     # Down until switched back on (control API); like an outage window without an end.
     down: bool = False
     # A repeated idempotency key is answered as the first request was, without a new send.
-    dedup: bool = True
+    # Off by default: no real SMTP server, SendGrid, Twilio, FCM or APNs dedupes by our key.
+    dedup: bool = False
+    # After accepting: what the provider reports back (SendGrid events, Twilio callbacks and
+    # replies), outcome name -> probability; the rest is "delivered". SendGrid: bounce,
+    # blocked, spamreport; Twilio: "undelivered:<code>", "failed:<code>", stop.
+    reports: dict[str, float] = Field(default_factory=dict)
+    # Milliseconds from acceptance to the report.
+    report_delay_ms: float = Field(default=50.0, ge=0, le=600_000)
+    # SMTP only: EHLO offers SMTPUTF8 (RFC 6531), as Postfix and Gmail do; off, a non-ASCII
+    # address or header is refused (read at each EHLO).
+    smtputf8: bool = True
 
 
 @dataclass
@@ -67,6 +77,7 @@ class ProviderState:
     scripts: dict[str, list[Scripted]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)  # idempotency key -> first answer
+    reports: list[tuple[str, str]] = field(default_factory=list)  # (address, outcome) decided
     counts: Counter[str] = field(default_factory=Counter)
     _keys: set[str] = field(default_factory=set)
     _tokens: float | None = None
@@ -101,9 +112,8 @@ class ProviderState:
         return any(start <= elapsed < end for start, end in self.behaviour.outages)
 
     def record(self, address: str, idempotency_key: str | None, payload: dict[str, Any]) -> bool:
-        """Keep one accepted message; True when its idempotency key was seen before."""
-        if not self.behaviour.dedup:
-            idempotency_key = None  # like a provider without idempotency keys: all are new
+        """Keep one accepted message; True when its key (the delivery id it carries) was seen
+        before: a second send of one delivery, counted whether or not ``dedup`` is on."""
         duplicate = idempotency_key is not None and idempotency_key in self._keys
         if idempotency_key is not None:
             self._keys.add(idempotency_key)
@@ -121,6 +131,8 @@ class ProviderState:
             "requests": self.counts["requests"],
             "overLimit": self.counts["over_limit"],
             "outageRejected": self.counts["outage"],
+            "reportsPosted": self.counts["reports_posted"],
+            "reportsFailed": self.counts["reports_failed"],
             "errors": {
                 name.removeprefix("error:"): n
                 for name, n in self.counts.items()
@@ -128,10 +140,15 @@ class ProviderState:
             },
         }
 
+    def first_answer(self, key: str | None) -> Any:
+        """With ``dedup`` on, the answer a repeated key gets again; else None."""
+        return self.answers.get(key) if key is not None and self.behaviour.dedup else None
+
     def reset(self) -> None:
         self.scripts.clear()
         self.received.clear()
         self.answers.clear()
+        self.reports.clear()
         self.counts.clear()
         self._keys.clear()
         self._tokens = None
@@ -146,13 +163,14 @@ class ProviderState:
             queue.pop(0)
         return head.error
 
+    def report_outcome(self, address: str) -> str:
+        """What becomes of an accepted message: one of ``reports`` or "delivered"."""
+        outcome = _pick(self.rng.random(), self.behaviour.reports) or "delivered"
+        self.reports.append((address, outcome))
+        return outcome
+
     def _random_error(self) -> str | None:
-        roll = self.rng.random()
-        for name, probability in self.behaviour.errors.items():
-            if roll < probability:
-                return name
-            roll -= probability
-        return None
+        return _pick(self.rng.random(), self.behaviour.errors)
 
     def _take_token(self) -> bool:
         rate = self.behaviour.rate_limit
@@ -168,3 +186,12 @@ class ProviderState:
             return False
         self._tokens = tokens - 1
         return True
+
+
+def _pick(roll: float, probabilities: dict[str, float]) -> str | None:
+    """The name whose share of [0, 1) ``roll`` falls in, or None past them all."""
+    for name, probability in probabilities.items():
+        if roll < probability:
+            return name
+        roll -= probability
+    return None

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "http_port": 9900,
     "smtp_port": 2525,
     "credentials_dir": Path("./simulator-credentials"),
+    "tidings_url": "http://127.0.0.1:8000",
 }
 console = Console()
 
@@ -64,6 +65,14 @@ def simulate(
             metavar="FILE", help="Write a tidings configuration using the simulator to this file."
         ),
     ] = None,
+    tidings_url: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Where tidings listens (its public_url): SendGrid events and Twilio replies "
+            "are posted there [default: http://127.0.0.1:8000].",
+        ),
+    ] = None,
 ) -> None:
     """Run simulated SendGrid, SMTP, Twilio, FCM, APNs and webhook receivers locally."""
     options = {
@@ -71,6 +80,7 @@ def simulate(
         "http_port": http_port,
         "smtp_port": smtp_port,
         "credentials_dir": credentials_dir,
+        "tidings_url": tidings_url,
     }
     settings = load_config(config, options)
     code = asyncio.run(run(settings, write_config))
@@ -144,9 +154,13 @@ def describe(sim: Simulator, written: Path | None) -> None:
         "smtp-sim",
     )
     table.add_row("sendgrid", f"POST {url}/v3/mail/send", "sendgrid-sim")
+    table.add_row("mailgun", f"POST {url}/v3/{{domain}}/messages", "mailgun-sim")
+    table.add_row("postmark", f"POST {url}/email", "postmark-sim")
     table.add_row("twilio", f"POST {url}/2010-04-01/Accounts/{{sid}}/Messages.json", "twilio-sim")
+    table.add_row("vonage", f"POST {url}/v1/messages", "vonage-sim")
     table.add_row("fcm", f"POST {url}/v1/projects/{{project}}/messages:send", "fcm-sim")
     table.add_row("apns", f"POST {url}/3/device/{{token}} (HTTP/2)", "apns-sim")
+    table.add_row("webpush", f"POST {url}/webpush/{{id}}", "webpush-sim")
     table.add_row("webhook", f"POST {url}/webhook-receiver/{{name}}", "webhook-sim")
     console.print(table)
     console.print("[bold]control API[/bold]", highlight=False)
@@ -159,6 +173,11 @@ def describe(sim: Simulator, written: Path | None) -> None:
     ):
         console.print(line, highlight=False, soft_wrap=True)
     console.print(f"credentials in {sim.config.credentials_dir}", highlight=False)
+    if sim.config.sendgrid_events_url():
+        console.print(
+            f"events and replies posted to tidings at {sim.config.tidings_url or '(set URLs)'}",
+            highlight=False,
+        )
     if written is not None:
         console.print(
             f"tidings configuration written to {written}; run: tidings serve --config {written}",

@@ -1,10 +1,15 @@
 """Simulated Firebase Cloud Messaging (HTTP v1) with its Google OAuth2 token endpoint.
 
 At construction it writes a service-account JSON key (a fresh RSA key) into the
-credentials directory; ``account()`` gives the matching ``FcmAccount``. The token endpoint
-verifies the JWT assertion like Google does and issues access tokens of
+credentials directory; ``account()`` gives the settings of the matching FCM account. The
+token endpoint verifies the JWT assertion like Google does and issues access tokens of
 ``push.fcm_token_lifetime`` seconds; ``messages:send`` checks the bearer token, the message
-shape and answers errors in Google's exact JSON shape.
+shape (and, for an Apple device's token, the ``apns`` block by Apple's rules, as FCM hands
+it to APNs) and answers errors in Google's exact JSON shape.
+
+It is a second, independent reading of Google's and Apple's documentation: it imports
+nothing from tidings' adapters, so a misreading there is not copied into the check that
+should catch it.
 """
 
 from __future__ import annotations
@@ -25,9 +30,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.providers.fcm import DELIVERY_ID_KEY, FCM_ERROR_TYPE, MAX_TTL, FcmAccount
-from tidings.providers.google_auth import FCM_SCOPE, GRANT_TYPE
-from tidings.providers.push_http import compact_json
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.server import HTTP_PROVIDERS
@@ -36,8 +38,30 @@ if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
 
 TOKEN_PATH = "/token"
+
+# Google's documentation, written down here on its own.
+# developers.google.com/identity/protocols/oauth2/service-account ("Preparing to make an
+# authorized API call"): the JWT bearer grant and the token endpoint.
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
+# firebase.google.com/docs/cloud-messaging/auth-server: the scope of messages:send.
+FCM_SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
+# firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode, FcmError and ApnsError; the
+# field violations are google.rpc.BadRequest (cloud.google.com/apis/design/errors).
+FCM_ERROR_TYPE = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+APNS_ERROR_TYPE = "type.googleapis.com/google.firebase.fcm.v1.ApnsError"
+BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
+# firebase.google.com/docs/cloud-messaging/concept-options: 4096 bytes of payload;
+# .../rest/v1/projects.messages#AndroidConfig: ttl at most 4 weeks.
 PAYLOAD_LIMIT = 4096
+MAX_TTL = 28 * 24 * 3600
+# developer.apple.com, "Sending notification requests to APNs": what APNs accepts in the
+# headers FCM passes on from apns.headers.
+APNS_PRIORITIES = frozenset({"10", "5", "1"})
+APNS_COLLAPSE_ID_LIMIT = 64  # bytes
+# Not Google's: the data key tidings' adapter carries the delivery id in (docs/providers.md).
+DELIVERY_ID_KEY = "tidings_delivery_id"
+
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_:\-.]{16,4096}")
 TTL_PATTERN = re.compile(r"\d+(\.\d{1,9})?s")
 
@@ -53,6 +77,11 @@ ERRORS: dict[str, tuple[int, str, str]] = {
     "THIRD_PARTY_AUTH_ERROR": (401, "UNAUTHENTICATED", "Auth error from APNS or Web Push Service"),
 }
 RETRY_AFTER_SECONDS = "1"
+# The description of a field violation, by field (scripted "INVALID_ARGUMENT:<field>").
+FIELD_PROBLEMS = {
+    "message.token": "The registration token is not a valid FCM registration token",
+    "message.apns.headers": "Invalid APNs headers for an Apple registration token",
+}
 
 
 @dataclass
@@ -66,6 +95,7 @@ class FcmSimulator:
         self.state = sim.new_state("fcm")
         self.project_id = sim.config.push.fcm_project_id
         self.lifetime = sim.config.push.fcm_token_lifetime
+        self.apple_token_prefix = sim.config.push.fcm_apple_token_prefix
         self.client_email = f"tidings-sim@{self.project_id}.iam.gserviceaccount.com"
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key_id = secrets.token_hex(20)
@@ -75,14 +105,20 @@ class FcmSimulator:
         self._write_service_account(self.service_account_path)
         self._sim = sim
 
-    def account(self, **overrides: Any) -> FcmAccount:
-        """An account pointed at this simulator (token_uri included)."""
+    def account(self, **overrides: Any) -> dict[str, Any]:
+        """The settings of an FCM account pointed at this simulator (token_uri included),
+        for ``FcmAccount.model_validate``."""
         settings: dict[str, Any] = {
+            "kind": "fcm",
             "service_account_file": self.service_account_path,
             "base_url": self._sim.url,
             "token_uri": f"{self._sim.url}{TOKEN_PATH}",
         }
-        return FcmAccount.model_validate(settings | overrides)
+        return settings | overrides
+
+    def is_apple(self, token: str) -> bool:
+        """Whether ``token`` is an Apple device's (``push.fcm_apple_token_prefix``)."""
+        return token.startswith(self.apple_token_prefix)
 
     def revoke_tokens(self) -> None:
         """Forget every issued access token (as when Google revokes them early)."""
@@ -179,7 +215,7 @@ class FcmSimulator:
         admission = await self.state.admit(address)
         if admission != OK:
             return _admission_answer(admission)
-        invalid = _invalid(message)
+        invalid = _invalid(message) or _invalid_apns(message, self.is_apple(address))
         if invalid is not None:
             return invalid
         return self._accept(address, message)
@@ -190,14 +226,17 @@ class FcmSimulator:
         return grant is not None and self.clock() < grant.expires_at
 
     def _accept(self, address: str, message: dict[str, Any]) -> Response:
-        data = message.get("data") or {}
-        key = data.get(DELIVERY_ID_KEY) if self.state.behaviour.dedup else None
-        if key is not None and key in self.state.answers:
+        """A new message id for every request: FCM has no idempotency key (``dedup``, off
+        by default, answers a repeated delivery id as the first time, unlike FCM)."""
+        found = (message.get("data") or {}).get(DELIVERY_ID_KEY)
+        key = found if isinstance(found, str) else None
+        dedup = key is not None and self.state.behaviour.dedup
+        if key is not None and dedup and key in self.state.answers:
             self.state.record(address, key, message)
             return JSONResponse(self.state.answers[key])
         message_id = f"0:{time.time_ns() // 1000}%{secrets.token_hex(8)}"
         answer = {"name": f"projects/{self.project_id}/messages/{message_id}"}
-        if key is not None:
+        if key is not None and dedup:
             self.state.answers[key] = answer
         self.state.record(address, key, message)
         return JSONResponse(answer)
@@ -249,9 +288,60 @@ def _invalid_android(android: Any) -> Response | None:
     return None
 
 
+def _invalid_apns(message: dict[str, Any], apple: bool) -> Response | None:
+    """The apns block: header values are strings; for an Apple device's token, what FCM
+    passes on must pass APNs (refused as INVALID_ARGUMENT with APNs' reason)."""
+    apns = message.get("apns")
+    if apns is None:
+        return None
+    headers = apns.get("headers", {}) if isinstance(apns, dict) else None
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return _fcm_error(
+            "INVALID_ARGUMENT", "Invalid value at 'message.apns.headers'", "message.apns.headers"
+        )
+    if not apple:
+        return None  # FCM uses the apns block for Apple devices only
+    reason = apns_refusal(headers, _aps(message, apns))
+    if reason is None:
+        return None
+    return _fcm_error("INVALID_ARGUMENT", field="message.apns.headers", apns_reason=reason)
+
+
+def _aps(message: dict[str, Any], apns: dict[str, Any]) -> dict[str, Any]:
+    """The aps dictionary FCM sends to APNs: apns.payload.aps, with the notification's alert."""
+    payload = apns.get("payload")
+    aps = payload.get("aps") if isinstance(payload, dict) else None
+    aps = dict(aps) if isinstance(aps, dict) else {}
+    if message.get("notification"):
+        aps.setdefault("alert", message["notification"])
+    return aps
+
+
+def apns_refusal(headers: dict[str, str], aps: dict[str, Any]) -> str | None:
+    """APNs' reason to refuse these headers and this aps dictionary, None when it accepts.
+
+    Apple: a notification that shows nothing (a background one) must not use priority 10;
+    a background push carries only content-available; the collapse id is at most 64 bytes.
+    """
+    visible = any(key in aps for key in ("alert", "sound", "badge"))
+    # Without the header FCM chooses the priority; only an explicit 10 can be wrong.
+    priority = headers.get("apns-priority", "10" if visible else "5")
+    if priority not in APNS_PRIORITIES or (priority == "10" and not visible):
+        return "BadPriority"
+    background = headers.get("apns-push-type") == "background"
+    if background and (visible or aps.get("content-available") != 1):
+        return "InvalidPushType"
+    if len(headers.get("apns-collapse-id", "").encode()) > APNS_COLLAPSE_ID_LIMIT:
+        return "BadCollapseId"
+    if not headers.get("apns-expiration", "0").isdigit():
+        return "BadExpirationDate"
+    return None
+
+
 def payload_size(message: dict[str, Any]) -> int:
-    """What counts against the 4096-byte limit: notification plus data."""
-    return len(compact_json({k: message[k] for k in ("notification", "data") if k in message}))
+    """What counts against the 4096-byte limit: notification plus data, as compact JSON."""
+    counted = {k: message[k] for k in ("notification", "data") if k in message}
+    return len(json.dumps(counted, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _admission_answer(admission: str) -> Response:
@@ -261,21 +351,30 @@ def _admission_answer(admission: str) -> Response:
         return _fcm_error("QUOTA_EXCEEDED", retry_after=RETRY_AFTER_SECONDS)
     if admission in ("UNAVAILABLE", "QUOTA_EXCEEDED"):
         return _fcm_error(admission, retry_after=RETRY_AFTER_SECONDS)
+    code, _, field = admission.partition(":")
+    if code == "INVALID_ARGUMENT" and field:
+        # A scripted invalid argument about one field, with its field violation.
+        return _fcm_error(code, FIELD_PROBLEMS.get(field, f"Invalid value at '{field}'"), field)
     return _fcm_error(admission if admission in ERRORS else "INTERNAL")
 
 
 def _fcm_error(
-    code: str, message: str | None = None, field: str | None = None, retry_after: str | None = None
+    code: str,
+    message: str | None = None,
+    field: str | None = None,
+    retry_after: str | None = None,
+    apns_reason: str | None = None,
 ) -> Response:
     status, rpc_status, default = ERRORS[code]
+    if message is None and field is not None:
+        message = FIELD_PROBLEMS.get(field)
     details: list[dict[str, Any]] = [{"@type": FCM_ERROR_TYPE, "errorCode": code}]
     if field is not None:
-        details.append(
-            {
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [{"field": field, "description": message or default}],
-            }
-        )
+        violation = {"field": field, "description": message or default}
+        details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": [violation]})
+    if apns_reason is not None:
+        # What APNs answered FCM, passed on (FCM's ApnsError detail).
+        details.append({"@type": APNS_ERROR_TYPE, "statusCode": 400, "reason": apns_reason})
     response = _error(status, rpc_status, message or default, details)
     if retry_after is not None:
         response.headers["retry-after"] = retry_after

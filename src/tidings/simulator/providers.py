@@ -6,8 +6,13 @@ from __future__ import annotations
 from tidings.simulator import (  # noqa: F401
     apns,
     fcm,
+    mailgun,
+    postmark,
     sendgrid,
+    ses,
     smtp,
     twilio,
+    vonage,
     webhook,
+    webpush,
 )

@@ -1,4 +1,5 @@
-"""A self-signed TLS certificate for simulated servers (SMTP STARTTLS and implicit TLS).
+"""A self-signed TLS certificate for simulated servers (SMTP STARTTLS and implicit TLS,
+APNs over TLS).
 
 Clients trust it by loading the certificate file as their CA (``ca_file``), so tests run
 with certificate validation on.

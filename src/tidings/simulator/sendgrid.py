@@ -3,8 +3,9 @@
 Same wire protocol as ``api.sendgrid.com``: ``POST /v3/mail/send`` with a Bearer API key
 (a wrong or missing key gets SendGrid's 401 body), request validation with SendGrid's
 ``{"errors": [{"message", "field", "help"}]}`` shape, 202 with ``X-Message-Id`` on success
-and ``X-RateLimit-*`` headers on every answer. A repeated ``custom_args.delivery_id`` is
-answered with the first message id and counted as a duplicate.
+and ``X-RateLimit-*`` headers on every answer. SendGrid has no idempotency key: a repeated
+``custom_args.delivery_id`` is a second email, counted as a duplicate (with ``dedup`` on,
+answered with the first message id instead, as a provider with idempotency would).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.sendgrid_events import EventWebhook
 from tidings.simulator.server import HTTP_PROVIDERS
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class SendGridSimulator:
         self.api_key = sim.config.sendgrid_api_key
         self._window = 0
         self._window_requests = 0
+        self.events = EventWebhook(self.state, sim.config.sendgrid_events_url())
 
     def routes(self) -> list[BaseRoute]:
         return [Route("/v3/mail/send", self.mail_send, methods=["POST"])]
@@ -94,12 +97,15 @@ class SendGridSimulator:
         custom_args = personalization.get("custom_args") or {}
         key = custom_args.get("delivery_id")
         key = str(key) if key is not None else None
-        message_id = self.state.answers.get(key) if key else None
-        message_id = message_id or secrets.token_urlsafe(16)
+        message_id = self.state.first_answer(key) or secrets.token_urlsafe(16)
         self.state.record(address, key, body)
         if key is not None:
             self.state.answers.setdefault(key, message_id)
+        self.events.accepted(address, message_id, custom_args, body.get("categories"))
         return self._answer(202, None, extra={"X-Message-Id": message_id})
+
+    async def close(self) -> None:
+        await self.events.reporter.close()
 
     def _authenticate(self, header: str | None) -> tuple[int, dict[str, Any]] | None:
         if not header:
@@ -203,16 +209,38 @@ def _personalization_errors(personalizations: Any) -> list[dict[str, Any]]:
                 )
             )
             continue
-        for position, recipient in enumerate(to):
+        errors.extend(_recipient_errors(item, index))
+    return errors
+
+
+def _recipient_errors(personalization: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """Every to, cc and bcc a valid address, and none twice (SendGrid ignores case)."""
+    errors = []
+    seen: set[str] = set()
+    for kind in ("to", "cc", "bcc"):
+        for position, recipient in enumerate(personalization.get(kind) or []):
             email = recipient.get("email") if isinstance(recipient, dict) else None
+            field = f"personalizations.{index}.{kind}.{position}.email"
             if not _is_email(email):
                 errors.append(
                     _error(
                         "Does not contain a valid address.",
-                        f"personalizations.{index}.to.{position}.email",
-                        "message.personalizations.to",
+                        field,
+                        f"message.personalizations.{kind}",
                     )
                 )
+            elif str(email).lower() in seen:
+                errors.append(
+                    _error(
+                        "Each email address in the personalization block should be unique "
+                        "between to, cc, and bcc. We found the first duplicate instance of "
+                        f"[{email}] in the personalizations.{index}.{kind} field.",
+                        f"personalizations.{index}.{kind}",
+                        "message.recipient.duplicates",
+                    )
+                )
+            else:
+                seen.add(str(email).lower())
     return errors
 
 

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import Behaviour, ProviderState
 from tidings.simulator.push_config import PushConfig
+from tidings.simulator.ses_config import SesConfig
 
 
 class SimulatorConfig(BaseModel):
@@ -47,10 +48,65 @@ class SimulatorConfig(BaseModel):
     smtp_tls: Literal["starttls", "implicit", "none"] = "starttls"
     # FCM project, APNs team/key/topic and token lifetime of the simulated push providers.
     push: PushConfig = Field(default_factory=PushConfig)
+    # Amazon SES: the AWS credentials it accepts, its region and SNS topic.
+    ses: SesConfig = Field(default_factory=SesConfig)
     # Credentials the simulated SMS and webhook providers check (and tidings is given).
     twilio_account_sid: str = "AC0123456789abcdef0123456789abcdef"
     twilio_auth_token: str = "simulator-twilio-auth-token"
+    # An API key of that account (SK…) and its secret: accepted as well as the auth token.
+    twilio_api_key_sid: str = "SK0123456789abcdef0123456789abcdef"
+    twilio_api_key_secret: str = "simulator-twilio-api-key-secret"
     webhook_secret: str = "whsec_dGlkaW5ncy1zaW11bGF0b3Itd2ViaG9vay1zZWNyZXQ="
+    # Where the simulated SendGrid posts its Event Webhook and the simulated Twilio number
+    # posts replies (STOP, HELP): set in each provider's console in real life. None: not sent,
+    # unless tidings_url is set: then tidings' routes for the accounts --write-config names.
+    sendgrid_event_webhook_url: str | None = None
+    twilio_inbound_url: str | None = None
+    tidings_url: str | None = None
+    # Mailgun and Postmark: the credentials they accept, the sending domains (Mailgun) and
+    # sender signatures (Postmark: addresses, or domains covering theirs) they know, and
+    # where they post events (as SendGrid's URL above). Postmark sends Basic credentials.
+    mailgun_api_key: str = "simulator-mailgun-api-key"
+    mailgun_domains: list[str] = Field(default_factory=lambda: ["mg.example.com"])
+    mailgun_webhook_signing_key: str = "simulator-mailgun-webhook-signing-key"
+    mailgun_webhook_url: str | None = None
+    postmark_server_token: str = "simulator-postmark-server-token"
+    postmark_senders: list[str] = Field(default_factory=lambda: ["example.com"])
+    postmark_webhook_url: str | None = None
+    postmark_webhook_username: str = "postmark"
+    postmark_webhook_password: str = "simulator-postmark-webhook-password"
+
+    def mailgun_events_url(self) -> str | None:
+        return self.mailgun_webhook_url or self._tidings("/v1/webhooks/mailgun/mailgun-sim")
+
+    def postmark_events_url(self) -> str | None:
+        return self.postmark_webhook_url or self._tidings("/v1/webhooks/postmark/postmark-sim")
+
+    # Vonage: the API key and secret (HTTP Basic), the application whose JWTs it accepts
+    # (its private key is written to the credentials directory), the signature secret its
+    # status webhooks are signed with, and where they go (as SendGrid's URL above).
+    vonage_api_key: str = "a1b2c3d4"
+    vonage_api_secret: str = "simulator-vonage-api-secret"
+    vonage_application_id: str = "aaaaaaaa-bbbb-4ccc-8ddd-0123456789ab"
+    vonage_signature_secret: str = "simulator-vonage-signature-secret-0123456789"
+    vonage_status_url: str | None = None
+    # Web Push: the contact the simulated push service expects in VAPID JWTs (any mailto:
+    # or https: URL is accepted; this one goes into --write-config).
+    webpush_vapid_subject: str = "mailto:tidings@example.com"
+
+    def vonage_status_webhook_url(self) -> str | None:
+        return self.vonage_status_url or self._tidings("/v1/webhooks/vonage/vonage-sim")
+
+    def sendgrid_events_url(self) -> str | None:
+        return self.sendgrid_event_webhook_url or self._tidings(
+            "/v1/webhooks/sendgrid/sendgrid-sim"
+        )
+
+    def twilio_replies_url(self) -> str | None:
+        return self.twilio_inbound_url or self._tidings("/v1/webhooks/twilio/twilio-sim/inbound")
+
+    def _tidings(self, path: str) -> str | None:
+        return f"{self.tidings_url.rstrip('/')}{path}" if self.tidings_url else None
 
 
 class SimulatedProvider(Protocol):
@@ -165,6 +221,10 @@ class Simulator:
     async def stop(self) -> None:
         for server in self.servers.values():
             await server.stop()
+        for provider in self.http.values():
+            close = getattr(provider, "close", None)
+            if close is not None:
+                await close()  # background reporters (events, callbacks)
         self._stop.set()
         if self._task is not None:
             await self._task

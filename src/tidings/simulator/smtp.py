@@ -7,6 +7,11 @@ is refused at RCPT with ``550 5.1.1``, an outage with ``421``, a too-large messa
 DATA with ``552 5.3.4``. Each accepted message is recorded with its raw bytes and headers;
 a repeated ``X-Tidings-Delivery-Id`` is counted as a duplicate and answered with the first
 queue id.
+
+Where aiosmtpd is laxer than a real server, it is made as strict: a second MAIL in one
+transaction gets Postfix's ``503 5.5.1 Error: nested MAIL command``; SMTPUTF8 (RFC 6531) is
+offered when the behaviour's ``smtputf8`` says so, and a non-ASCII address without the
+SMTPUTF8 parameter gets ``553 5.6.7``, non-ASCII header bytes without it ``554 5.6.0``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
 from tidings.simulator.selfsigned import self_signed
@@ -52,6 +57,10 @@ REPLIES: dict[str, tuple[str, str]] = {
 }
 OUTAGE_REPLY = "421 4.3.2 Service not available, closing transmission channel"
 RATE_LIMITED_REPLY = "451 4.7.0 Too many messages, slow down"
+NESTED_MAIL_REPLY = "503 5.5.1 Error: nested MAIL command"
+UNICODE_ADDRESS_REPLY = "553 5.6.7 Must declare SMTPUTF8 to send unicode address"
+NO_SMTPUTF8_REPLY = "555 5.5.4 Unsupported option: SMTPUTF8"
+UNICODE_HEADER_REPLY = "554 5.6.0 Message header contains non-ASCII bytes without SMTPUTF8"
 _ENHANCED = re.compile(r"([245])\.\d{1,3}\.\d{1,3}")
 
 
@@ -104,6 +113,10 @@ class SmtpHandler:
     ) -> str:
         if self.username is not None and not session.authenticated:
             return "530 5.7.0 Authentication required"
+        if envelope.smtp_utf8 and not (isinstance(server, StrictSMTP) and server.smtputf8):
+            return NO_SMTPUTF8_REPLY
+        if not address.isascii() and not envelope.smtp_utf8:
+            return UNICODE_ADDRESS_REPLY
         envelope.mail_from = address
         envelope.mail_options.extend(options)
         return "250 2.1.0 Ok"
@@ -116,6 +129,8 @@ class SmtpHandler:
         address: str,
         options: list[str],
     ) -> str:
+        if not address.isascii() and not envelope.smtp_utf8:
+            return UNICODE_ADDRESS_REPLY
         admission = await self.state.admit(address)
         if admission == OUTAGE:
             return _closing(server, OUTAGE_REPLY)
@@ -132,21 +147,53 @@ class SmtpHandler:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         pending = self._pending.pop(envelope, None)
+        raw = envelope.original_content or b""
+        if not envelope.smtp_utf8 and not raw.partition(b"\r\n\r\n")[0].isascii():
+            return UNICODE_HEADER_REPLY  # RFC 6532 headers only in an SMTPUTF8 transaction
         if pending is not None:
             return pending
-        raw = envelope.original_content or b""
-        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        # As text: the bytes parser would leave UTF-8 headers (RFC 6532) as surrogates.
+        text = raw.decode("utf-8", errors="replace")
+        parsed = email.message_from_string(text, policy=email.policy.default)
         delivery_id = parsed.get(DELIVERY_HEADER)
-        queue_id = self.state.answers.get(str(delivery_id)) if delivery_id else None
+        queue_id = self.state.first_answer(str(delivery_id)) if delivery_id else None
         queue_id = queue_id or secrets.token_hex(5).upper()
         for index, address in enumerate(envelope.rcpt_tos):
             key = None if delivery_id is None else str(delivery_id)
             if key is not None and index > 0:
                 key = f"{key}/{address}"  # one message to several recipients: one each
-            self.state.record(address, key, _payload(server, envelope, raw, parsed))
+            self.state.record(address, key, _payload(server, envelope, text, parsed))
         if delivery_id is not None:
             self.state.answers.setdefault(str(delivery_id), queue_id)
         return f"250 2.0.0 Ok: queued as {queue_id}"
+
+
+class StrictSMTP(SMTP):
+    """aiosmtpd, answering as Postfix where aiosmtpd is laxer (see the module's doc)."""
+
+    def __init__(self, handler: SmtpHandler, **kwargs: Any) -> None:
+        # Arguments are read as UTF-8 even when SMTPUTF8 is not offered, so that a non-ASCII
+        # address gets 553 5.6.7 from the handler rather than "500 strict ASCII mode".
+        super().__init__(handler, enable_SMTPUTF8=True, **kwargs)
+        self.state = handler.state
+        self.smtputf8 = True  # offered in this session's EHLO
+
+    @syntax("EHLO hostname")
+    async def smtp_EHLO(self, hostname: str) -> None:
+        # aiosmtpd lists SMTPUTF8 while enable_SMTPUTF8 is set: unset it for this reply.
+        self.smtputf8 = self.state.behaviour.smtputf8
+        self.enable_SMTPUTF8 = self.smtputf8
+        try:
+            await super().smtp_EHLO(hostname)
+        finally:
+            self.enable_SMTPUTF8 = True
+
+    @syntax("MAIL FROM: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_MAIL(self, arg: str | None) -> None:
+        if self.envelope is not None and self.envelope.mail_from:
+            await self.push(NESTED_MAIL_REPLY)
+            return
+        await super().smtp_MAIL(arg)
 
 
 def _closing(server: SMTP, reply: str) -> str:
@@ -158,7 +205,7 @@ def _closing(server: SMTP, reply: str) -> str:
 
 
 def _payload(
-    server: SMTP, envelope: Envelope, raw: bytes, parsed: email.message.Message
+    server: SMTP, envelope: Envelope, raw: str, parsed: email.message.Message
 ) -> dict[str, Any]:
     transport = server.transport
     peer = server.session.peer if server.session is not None else None
@@ -168,8 +215,9 @@ def _payload(
         "tls": transport is not None and transport.get_extra_info("ssl_object") is not None,
         "mail_from": envelope.mail_from,
         "rcpt_tos": list(envelope.rcpt_tos),
+        "smtputf8": envelope.smtp_utf8,
         "headers": {name: str(value) for name, value in parsed.items()},
-        "raw": raw.decode("utf-8", errors="replace"),
+        "raw": raw,
     }
 
 
@@ -207,7 +255,7 @@ class SmtpServer:
 
     def _protocol(self) -> SMTP:
         starttls = self.tls == "starttls"
-        protocol = SMTP(
+        protocol = StrictSMTP(
             self.handler,
             hostname=HOSTNAME,
             tls_context=self._context if starttls else None,

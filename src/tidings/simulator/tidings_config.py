@@ -13,8 +13,11 @@ from typing import Any
 
 from tidings.simulator.apns import ApnsSimulator
 from tidings.simulator.fcm import TOKEN_PATH, FcmSimulator
+from tidings.simulator.sendgrid import SendGridSimulator
 from tidings.simulator.server import Simulator
 from tidings.simulator.smtp import SmtpServer
+from tidings.simulator.vonage import VonageSimulator
+from tidings.simulator.webpush import WebPushSimulator
 
 # Modest, so that a demo shows the rate limiter without ever waiting long.
 RATE_PER_SECOND = 50.0
@@ -24,6 +27,7 @@ CHAINS: dict[str, list[str]] = {
     "email": ["sendgrid-sim", "smtp-sim"],
     "sms": ["twilio-sim"],
     "push": ["fcm-sim"],
+    "push_web": ["webpush-sim"],  # browsers' push subscriptions (Web Push)
     "webhook": ["webhook-sim"],
 }
 _WILDCARDS = {"", "0.0.0.0", "::"}
@@ -42,8 +46,9 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
     """``[accounts.*]`` tables for every simulated provider, by account name."""
     url = base_url(sim)
     config = sim.config
-    fcm, apns = sim.http["fcm"], sim.http["apns"]
+    fcm, apns, sendgrid = sim.http["fcm"], sim.http["apns"], sim.http["sendgrid"]
     assert isinstance(fcm, FcmSimulator) and isinstance(apns, ApnsSimulator)
+    assert isinstance(sendgrid, SendGridSimulator)
     found = {
         "smtp-sim": _smtp(sim),
         "sendgrid-sim": {
@@ -51,7 +56,25 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
             "api_key": config.sendgrid_api_key,
             "base_url": url,
             "from_email": FROM_EMAIL,
+            "event_webhook_public_key": sendgrid.events.public_key,
         },
+        "mailgun-sim": {
+            "kind": "mailgun",
+            "api_key": config.mailgun_api_key,
+            "domain": config.mailgun_domains[0],
+            "base_url": url,
+            "from_email": FROM_EMAIL,
+            "webhook_signing_key": config.mailgun_webhook_signing_key,
+        },
+        "postmark-sim": {
+            "kind": "postmark",
+            "server_token": config.postmark_server_token,
+            "base_url": url,
+            "from_email": FROM_EMAIL,
+            "webhook_username": config.postmark_webhook_username,
+            "webhook_password": config.postmark_webhook_password,
+        },
+        "ses-sim": _ses(sim),
         "twilio-sim": {
             "kind": "twilio",
             "account_sid": config.twilio_account_sid,
@@ -59,6 +82,7 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
             "from_number": FROM_NUMBER,
             "base_url": url,
         },
+        "vonage-sim": _vonage(sim),
         "fcm-sim": {
             "kind": "fcm",
             "service_account_file": fcm.service_account_path.resolve(),
@@ -76,12 +100,45 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
         "webhook-sim": {
             "kind": "webhook",
             "secret": config.webhook_secret,
-            "allow_private": True,
+            "allow_private": True,  # the receiver is on loopback
+            "allow_insecure": True,  # over plain http
         },
+        "webpush-sim": _webpush(sim),
     }
     return {
         name: {**account, "rate_per_second": RATE_PER_SECOND} for name, account in found.items()
     }
+
+
+def _vonage(sim: Simulator) -> dict[str, Any]:
+    vonage = sim.http["vonage"]
+    assert isinstance(vonage, VonageSimulator)
+    # The application JWT, as Vonage recommends for the Messages API.
+    account = vonage.account(jwt_auth=True, base_url=base_url(sim))
+    return {**account, "private_key_file": vonage.key_path.resolve()}
+
+
+def _webpush(sim: Simulator) -> dict[str, Any]:
+    webpush = sim.http["webpush"]
+    assert isinstance(webpush, WebPushSimulator)
+    return {**webpush.account(), "vapid_private_key_file": webpush.vapid_key_path.resolve()}
+
+
+def _ses(sim: Simulator) -> dict[str, Any]:
+    ses, url = sim.config.ses, base_url(sim)
+    account: dict[str, Any] = {
+        "kind": "ses",
+        "access_key_id": ses.access_key_id,
+        "secret_access_key": ses.secret_access_key,
+        "region": ses.region,
+        "base_url": url,
+        "from_email": FROM_EMAIL,
+        "sns_topic_arns": [ses.topic_arn],
+        "sns_trusted_origins": [url],  # its SNS serves certificates over plain http
+    }
+    if ses.session_token:
+        account["session_token"] = ses.session_token
+    return account
 
 
 def _smtp(sim: Simulator) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 Checks HTTP Basic auth against the configured account, validates the form as Twilio does
 (E.164 ``To``, a sender, a body of at most 1600 characters) and answers with Twilio's
-message JSON (201) or its error JSON. ``I-Twilio-Idempotency-Token`` dedupes: a repeated
-token gets the first answer again and counts as a duplicate.
+message JSON (201) or its error JSON. Like Twilio, it has no idempotency key: a repeated
+request is a second SMS. It counts it as a duplicate when both name the same delivery (the
+``delivery`` parameter tidings puts in the status callback URL); with ``dedup`` on, such a
+repeat gets the first answer instead. After creating a message it posts status callbacks
+and the recipient's replies (``tidings.simulator.twilio_reports``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 import secrets
 from email.utils import formatdate
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,10 +26,10 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+from tidings.simulator.twilio_reports import TwilioReports
 
 NAME = "twilio"
 E164 = re.compile(r"\+[1-9][0-9]{6,14}")
-IDEMPOTENCY_HEADER = "i-twilio-idempotency-token"
 # GSM 03.38 basic set (plus the extension table, which takes two septets).
 GSM7 = set(
     "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
@@ -46,11 +49,18 @@ ERRORS: dict[int, tuple[int, str]] = {
         "Permission to send an SMS has not been enabled for the region indicated by the "
         "'To' number: {to}.",
     ),
+    20008: (403, "Resource not accessible with Test Account Credentials"),
     21602: (400, "Message body is required."),
     21603: (400, "A 'From' phone number is required."),
     21604: (400, "A 'To' phone number is required."),
+    21606: (
+        400,
+        "The 'From' phone number provided is not a valid message-capable Twilio phone number "
+        "for this destination.",
+    ),
     21610: (400, "Attempt to send to unsubscribed recipient"),
     21614: (400, "'To' number is not a valid mobile number"),
+    21659: (400, "Invalid 'From' Number"),
     21617: (400, "The concatenated message body exceeds the 1600 character limit."),
 }
 
@@ -82,8 +92,17 @@ def num_segments(body: str) -> int:
 class SimulatedTwilio:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
-        self.account_sid = sim.config.twilio_account_sid
-        self.auth_token = sim.config.twilio_auth_token
+        config = sim.config
+        self.account_sid = config.twilio_account_sid
+        self.auth_token = config.twilio_auth_token
+        # Who may authenticate: the account (SID, auth token) and its API key (SK…, secret).
+        self.credentials = {
+            config.twilio_account_sid: config.twilio_auth_token,
+            config.twilio_api_key_sid: config.twilio_api_key_secret,
+        }
+        self.reports = TwilioReports(
+            self.state, self.account_sid, self.auth_token, config.twilio_replies_url()
+        )
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -101,15 +120,21 @@ class SimulatedTwilio:
         admission = await self.state.admit(to)
         if admission != OK:
             return _refusal(admission, to)
-        key = request.headers.get(IDEMPOTENCY_HEADER)
-        if key is not None and self.state.behaviour.dedup and key in self.state.answers:
-            self.state.record(to, key, form)
-            return JSONResponse(self.state.answers[key], status_code=201)
-        answer = self._message(form)
+        if to in self.reports.opted_out:
+            return error_response(21610, to)
+        key = _delivery_of(form.get("StatusCallback"))
+        first = self.state.first_answer(key)
         self.state.record(to, key, form)
+        if first is not None:
+            return JSONResponse(first, status_code=201)
+        answer = self._message(form)
         if key is not None:
-            self.state.answers[key] = answer
+            self.state.answers.setdefault(key, answer)
+        self.reports.created(answer, form.get("StatusCallback"))
         return JSONResponse(answer, status_code=201)
+
+    async def close(self) -> None:
+        await self.reports.reporter.close()
 
     def _authenticated(self, request: Request) -> bool:
         """Basic auth with the configured SID and token, for the SID in the path."""
@@ -120,10 +145,11 @@ class SimulatedTwilio:
             user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return False
+        secret = self.credentials.get(user)
         return (
-            user == self.account_sid
+            secret is not None
             and request.path_params["sid"] == self.account_sid
-            and hmac.compare_digest(password.encode(), self.auth_token.encode())
+            and hmac.compare_digest(password.encode(), secret.encode())
         )
 
     def _message(self, form: dict[str, str]) -> dict[str, Any]:
@@ -154,6 +180,14 @@ class SimulatedTwilio:
             "to": form["To"],
             "uri": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}.json",
         }
+
+
+def _delivery_of(callback: str | None) -> str | None:
+    """The delivery a request names in its callback URL (tidings' ``delivery`` parameter)."""
+    if not callback:
+        return None
+    values = parse_qs(urlsplit(callback).query).get("delivery")
+    return values[0] if values else None
 
 
 async def _form(request: Request) -> dict[str, str]:

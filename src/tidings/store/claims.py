@@ -39,6 +39,11 @@ class ClaimedDelivery:
     user_id: str | None
     campaign_id: uuid.UUID | None = None
     send_at: datetime | None = None  # the notification's, when it was scheduled
+    # The message id of an earlier send the provider later gave up on (a callback failed
+    # it, then a replay): tells a stale dedup key from a send whose outcome was lost.
+    provider_msg_id: str | None = None
+    # The notification's email details (replyTo, cc, bcc), as the API took them.
+    email: dict[str, Any] | None = None
 
 
 _DELIVERY_COLUMNS = (
@@ -51,6 +56,7 @@ _DELIVERY_COLUMNS = (
     delivery.c.attempts,
     delivery.c.created_at,
     delivery.c.campaign_id,
+    delivery.c.provider_msg_id,
 )
 _NOTIFICATION_COLUMNS = (
     notification.c.type,
@@ -58,6 +64,7 @@ _NOTIFICATION_COLUMNS = (
     notification.c.locale,
     notification.c.user_id,
     notification.c.send_at,
+    notification.c.email,
 )
 # Every column a claim returns, by the name of its ClaimedDelivery field.
 CLAIM_COLUMNS = tuple(c.name for c in (*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS))

@@ -15,9 +15,10 @@ from tidings.states import FailureKind, Status
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, delivery_event
 
-# What the queue holds: failures that retrying later might fix. A permanent failure (an
-# invalid address) can be replayed too, by id, but is not listed.
-DEAD_KINDS = (FailureKind.EXHAUSTED.value, FailureKind.POISON.value)
+# What the queue holds: failures that retrying later might fix, and ambiguous ones (perhaps
+# sent: an operator decides). A permanent failure (an invalid address) can be replayed too,
+# by id, but is not listed.
+DEAD_KINDS = (FailureKind.EXHAUSTED.value, FailureKind.POISON.value, FailureKind.AMBIGUOUS.value)
 
 
 async def list_dead(

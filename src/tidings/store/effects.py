@@ -36,12 +36,16 @@ async def apply_effects(
     query = sa.select(delivery.c.id, delivery.c.channel, delivery.c.address).where(
         delivery.c.id.in_(list(wanted))
     )
-    deactivate, suppress = [], []
+    deactivate, deactivate_unless_newer, suppress = [], [], []
     for row in (await conn.execute(query)).all():
         outcome = wanted[row.id]
         reason = (outcome.effect_reason or outcome.effect or "provider")[:REASON_LENGTH]
         if outcome.effect is Effect.DEACTIVATE_DEVICE:
-            deactivate.append({"b_token": row.address, "b_reason": reason})
+            values = {"b_token": row.address, "b_reason": reason}
+            if outcome.effect_at is None:
+                deactivate.append(values)
+            else:
+                deactivate_unless_newer.append(values | {"b_since": outcome.effect_at})
         elif outcome.effect is Effect.SUPPRESS_ADDRESS:
             address = canonical_address(row.channel, row.address)
             suppress.append(
@@ -49,6 +53,8 @@ async def apply_effects(
             )
     if deactivate:
         await conn.execute(_deactivate.values(updated_at=now), deactivate)
+    if deactivate_unless_newer:
+        await conn.execute(_deactivate_unless_newer.values(updated_at=now), deactivate_unless_newer)
     for values in suppress:  # rare, and one address may appear twice in a batch
         await conn.execute(_suppress(db, values))
 
@@ -57,6 +63,12 @@ _deactivate = (
     sa.update(device)
     .where(device.c.token == sa.bindparam("b_token"))
     .values(active=False, deactivated_reason=sa.bindparam("b_reason"))
+)
+# With the time the provider last confirmed the token dead (APNs' 410 timestamp): a device
+# registered (or registered again) after it keeps its token. Registering is what sets
+# updated_at (store/users.put_device); a deactivation does too, and then changes nothing.
+_deactivate_unless_newer = _deactivate.where(
+    device.c.updated_at <= sa.bindparam("b_since", type_=device.c.updated_at.type)
 )
 
 

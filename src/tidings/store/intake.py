@@ -49,6 +49,8 @@ class NotificationDraft:
     campaign_id: uuid.UUID | None = None
     # When its deliveries are first due, if not at ``send_at`` (a due spike spread out).
     due_at: datetime | None = None
+    # Email details (replyTo, cc, bcc), camelCase as the API takes them.
+    email: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -138,7 +140,7 @@ def _unnest_insert(table: str, columns: dict[str, str], scalars: dict[str, str])
     return f"INSERT INTO {table} ({names}) SELECT {select} FROM {source}"
 
 
-# Per-row values travel as arrays; what every row shares is one parameter ($12: now).
+# Per-row values travel as arrays; what every row shares is one parameter after them (now).
 _PG_NOTIFICATION_COLUMNS = {
     "id": "uuid",
     "namespace": "text",
@@ -152,9 +154,14 @@ _PG_NOTIFICATION_COLUMNS = {
     "locale": "text",
     "send_at": "timestamptz",
     "campaign_id": "uuid",
+    "email": "jsonb",
 }
 _PG_INSERT_NOTIFICATIONS = (
-    _unnest_insert("notification", _PG_NOTIFICATION_COLUMNS, {"created_at": "$13::timestamptz"})
+    _unnest_insert(
+        "notification",
+        _PG_NOTIFICATION_COLUMNS,
+        {"created_at": f"${len(_PG_NOTIFICATION_COLUMNS) + 1}::timestamptz"},
+    )
     + " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
     + " RETURNING namespace, idempotency_key"
 )
@@ -196,6 +203,7 @@ async def insert_postgres(
     rows = [_notification_row(draft, now) for draft in drafts]
     for row, draft in zip(rows, drafts, strict=True):
         row["data"] = draft.data_json or json.dumps(draft.data)
+        row["email"] = None if draft.email is None else json.dumps(draft.email)
     found = await conn.fetch(
         _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
     )
@@ -246,6 +254,7 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
         "locale": draft.locale,
         "campaign_id": draft.campaign_id,
         "send_at": draft.send_at,
+        "email": draft.email,
         "created_at": now,
     }
 

@@ -46,6 +46,9 @@ class Outcome:
     # A permanent error's consequence for the address, beyond this delivery.
     effect: Effect | None = None
     effect_reason: str | None = None
+    # When the provider last confirmed the address dead (APNs' 410): a device registered
+    # after it is not deactivated.
+    effect_at: datetime | None = None
     event: str | None = None  # a delivery_event kind, for what the row cannot hold
     event_detail: dict[str, Any] | None = None
 

@@ -66,6 +66,8 @@ notification_type = sa.Table(
     # The locale tried after the recipient's own (before "en"), and the push collapse key.
     sa.Column("default_locale", sa.String(35), nullable=True),
     sa.Column("collapse_key", sa.String(64), nullable=True),
+    # Email sender of the type's mail: {"fromAddress", "fromName", "replyTo"} (API keys).
+    sa.Column("email", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
 )
@@ -101,6 +103,8 @@ notification = sa.Table(
     sa.Column("data", JSONDoc, nullable=False),
     sa.Column("locale", sa.String(35), nullable=True),
     sa.Column("campaign_id", sa.Uuid, nullable=True),
+    # Email details of this notification: {"replyTo", "cc", "bcc"} (API keys).
+    sa.Column("email", JSONDoc, nullable=True),
     _ts("send_at"),
     _ts("created_at", nullable=False),
     sa.UniqueConstraint("namespace", "idempotency_key"),
@@ -258,6 +262,24 @@ provider_state = sa.Table(
     sa.Column("account", sa.String(100), primary_key=True),
     sa.Column("dispatcher", sa.String(64), primary_key=True),
     sa.Column("state", JSONDoc, nullable=False),
+    _ts("updated_at", nullable=False),
+)
+
+deactivation_guard = sa.Table(
+    "deactivation_guard",
+    metadata,
+    # The fleet's record of each push account's mass deactivation guard (docs/providers.md,
+    # Mass deactivation guard): its last trip and its last clear; every dispatcher follows
+    # the newer of the two, and an operator's reset is a clear.
+    sa.Column("account", sa.String(100), primary_key=True),
+    _ts("tripped_at"),
+    _ts("hold_until"),
+    sa.Column("share", sa.Float, nullable=True),
+    sa.Column("samples", sa.Integer, nullable=True),
+    sa.Column("reason", sa.String(100), nullable=True),
+    sa.Column("tripped_by", sa.String(64), nullable=True),
+    _ts("cleared_at"),
+    sa.Column("cleared_by", sa.String(64), nullable=True),
     _ts("updated_at", nullable=False),
 )
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.ids import new_id
-from tidings.states import TRANSITIONS, Status
+from tidings.states import TRANSITIONS, FailureKind, Status
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, delivery_event, suppression, webhook_seen
 from tidings.store.suppressions import canonical_address
@@ -28,6 +28,8 @@ from tidings.store.upsert import insert
 SEEN_RETENTION = timedelta(days=3)
 # Statuses applied in this order, so that "delivered" then "bounced" in one batch ends BOUNCED.
 _FORWARD = (Status.DELIVERED, Status.BOUNCED)
+# The longest error text kept on a delivery.
+_MAX_ERROR = 1000
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,14 @@ class DeliveryKey:
 
     delivery_id: uuid.UUID | None
     provider_msg_id: str | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a provider's event failed a delivery it had accepted."""
+
+    kind: FailureKind
+    error: str
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class Tracked:
     status: Status | None = None  # where the delivery moves (if it can)
     suppress: str | None = None  # suppression reason for the delivery's address
     detail: dict[str, Any] = field(default_factory=dict)
+    failure: Failure | None = None  # with status FAILED
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,9 @@ async def _record(
     await conn.execute(sa.insert(delivery_event), events)
     for status in _FORWARD:
         await _move(conn, {t.id for i, t in matched if i.status == status}, status, now)
+    for item, target in matched:
+        if item.status is Status.FAILED and item.failure is not None:
+            await _fail(conn, target.id, item.failure, now)
     await _suppress(db, conn, [(t, i.suppress) for i, t in matched if i.suppress], now)
 
 
@@ -165,6 +179,25 @@ async def _move(conn: AsyncConnection, ids: set[uuid.UUID], status: Status, now:
         sa.update(delivery)
         .where(delivery.c.id.in_(ids), delivery.c.status.in_(sources))
         .values(status=status.value, updated_at=now)
+    )
+    await conn.execute(statement)
+
+
+async def _fail(
+    conn: AsyncConnection, delivery_id: uuid.UUID, failure: Failure, now: datetime
+) -> None:
+    """A delivery the provider accepted and then gave up on: FAILED, into the dead-letter
+    queue when its kind is one (rare: one statement each). Only from SENT: a delivered or
+    bounced one stays, and one still SENDING is its dispatcher's to finish."""
+    statement = (
+        sa.update(delivery)
+        .where(delivery.c.id == delivery_id, delivery.c.status == Status.SENT.value)
+        .values(
+            status=Status.FAILED.value,
+            failure_kind=failure.kind.value,
+            last_error=failure.error[:_MAX_ERROR],
+            updated_at=now,
+        )
     )
     await conn.execute(statement)
 

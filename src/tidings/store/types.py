@@ -34,6 +34,9 @@ class NotificationType:
     collapse_key: str | None
     created_at: datetime
     updated_at: datetime
+    # The type's email sender, camelCase keys as the API takes them (fromAddress, fromName,
+    # replyTo); None: the account's.
+    email: Mapping[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> NotificationType:

@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tidings.states import Status
-from tidings.store.tracking import DeliveryKey, Tracked
+from tidings.states import FailureKind, Status
+from tidings.store.tracking import DeliveryKey, Failure, Tracked
 
 # SendGrid event -> (kind, status, suppression reason); bounce is decided by its type.
 _SENDGRID: dict[str, tuple[str, Status | None, str | None]] = {
     "delivered": ("delivered", Status.DELIVERED, None),
-    "dropped": ("dropped", None, None),
+    # SendGrid will not send to this address (it bounced, complained, unsubscribed, or is
+    # invalid): the email is not going anywhere, and further sends would be dropped too.
+    "dropped": ("dropped", Status.FAILED, "dropped"),
     "deferred": ("deferred", None, None),
     "spamreport": ("complained", None, "complaint"),
     "unsubscribe": ("unsubscribed", None, "unsubscribed"),
@@ -39,6 +41,11 @@ TWILIO_SUPPRESS_CODES = {
     "30006": "landline",
     "21610": "unsubscribed_stop",
 }
+# Codes after which the handset may be reachable later (unreachable, unknown): the carrier
+# has already retried for the validity period, so tidings does not; the delivery ends in the
+# dead-letter queue (``exhausted``), where a replay tries again. Every other code is
+# ``permanent``.
+TWILIO_TRANSIENT_CODES = frozenset({"30003", "30008"})
 
 
 def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
@@ -52,6 +59,9 @@ def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
     detail = {k: event[k] for k in _SENDGRID_DETAIL if event.get(k) not in (None, "")}
     if sg_event_id:
         detail["event_id"] = sg_event_id
+    failure = None
+    if status is Status.FAILED:
+        failure = Failure(FailureKind.PERMANENT, f"sendgrid dropped: {detail.get('reason', '')}")
     return Tracked(
         key=DeliveryKey(_uuid(event.get("delivery_id")), _sendgrid_msg_id(event)),
         kind=kind,
@@ -60,6 +70,7 @@ def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
         status=status,
         suppress=suppress,
         detail=detail,
+        failure=failure,
     )
 
 
@@ -77,13 +88,16 @@ def _sendgrid_msg_id(event: Mapping[str, Any]) -> str | None:
     return sg_message_id.split(".", 1)[0] if sg_message_id else None
 
 
-def twilio_callback(form: Mapping[str, str], now: datetime) -> Tracked | None:
-    """One status callback; None for statuses that add nothing to what the send recorded."""
+def twilio_callback(
+    form: Mapping[str, str], now: datetime, delivery_id: str | None = None
+) -> Tracked | None:
+    """One status callback (``delivery_id``: the one its URL names); None for statuses that
+    add nothing to what the send recorded."""
     sid = form.get("MessageSid") or form.get("SmsSid")
     status = (form.get("MessageStatus") or form.get("SmsStatus") or "").lower()
     if not sid or status not in ("delivered", "undelivered", "failed"):
         return None
-    key = DeliveryKey(None, sid)
+    key = DeliveryKey(_uuid(delivery_id), sid)
     event_id = f"{sid}:{status}"
     if status == "delivered":
         return Tracked(key, "delivered", now, event_id, Status.DELIVERED)
@@ -91,8 +105,17 @@ def twilio_callback(form: Mapping[str, str], now: datetime) -> Tracked | None:
     detail: dict[str, Any] = {"status": status}
     if code:
         detail["error_code"] = code
-    suppress = TWILIO_SUPPRESS_CODES.get(code) if code else None
-    return Tracked(key, "undelivered", now, event_id, None, suppress, detail)
+    kind = FailureKind.EXHAUSTED if code in TWILIO_TRANSIENT_CODES else FailureKind.PERMANENT
+    return Tracked(
+        key,
+        "undelivered",
+        now,
+        event_id,
+        Status.FAILED,
+        TWILIO_SUPPRESS_CODES.get(code) if code else None,
+        detail,
+        failure=Failure(kind, f"twilio {status}: error {code or 'unknown'}"),
+    )
 
 
 def _timestamp(value: Any, now: datetime) -> datetime:

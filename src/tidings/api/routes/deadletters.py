@@ -25,7 +25,7 @@ async def list_dead_letters(
     kind: Annotated[list[FailureKind] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
-    """Failed deliveries (exhausted and poison by default), newest first."""
+    """Failed deliveries (exhausted, poison and ambiguous by default), newest first."""
     kinds = [k.value for k in kind] if kind else deadletters.DEAD_KINDS
     rows = await deadletters.list_dead(service_of(request).db, kinds, limit)
     return [

@@ -1,30 +1,58 @@
-"""Provider accounts: how each channel fails over, and each account's circuit breaker."""
+"""Provider accounts: how each channel fails over, each account's circuit breaker and its
+mass deactivation guard (docs/providers.md), and the guard's reset."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
 
+from tidings.api.deps import service_of
+from tidings.api.errors import error_response
+from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
+from tidings.dispatch.guard_sync import GUARD_SYNC_SECONDS
 from tidings.intake.requests import ApiModel
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import builtin_account
 from tidings.service import Service
+from tidings.store import deactivation_guard as guards
 from tidings.store import provider_state
+from tidings.store.deactivation_guard import GuardRecord
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["providers"])
 
 # Reports older than this are from a dispatcher that is gone.
 FRESH = timedelta(seconds=30)
+# Held deliveries are due this long after a reset: by then every dispatcher has read it.
+RESET_DUE = timedelta(seconds=2 * GUARD_SYNC_SECONDS)
 
 
 class BreakerOut(ApiModel):
     dispatcher: str
     updated_at: datetime
     state: dict[str, Any]
+
+
+class DeactivationGuardOut(ApiModel):
+    """The fleet's mass deactivation guard of one account: ``clear``, ``tripped`` (its push
+    held) or ``probing`` (the hold is over, a few sends are being tried); the last trip
+    (when, the share of the window's sends that would have deactivated, how many sends,
+    why) and the last clear (when, by ``probes``, ``operator``)."""
+
+    state: str
+    tripped_at: datetime | None = None
+    hold_until: datetime | None = None
+    share: float | None = None
+    samples: int | None = None
+    reason: str | None = None
+    cleared_at: datetime | None = None
+    cleared_by: str | None = None
 
 
 class AccountOut(ApiModel):
@@ -34,6 +62,13 @@ class AccountOut(ApiModel):
     rate_per_second: float | None
     max_in_flight: int | None
     breakers: list[BreakerOut]
+    deactivation_guard: DeactivationGuardOut
+
+
+class GuardResetOut(ApiModel):
+    account: str
+    released: int  # held deliveries made due again
+    deactivation_guard: DeactivationGuardOut
 
 
 class ProvidersOut(ApiModel):
@@ -43,12 +78,15 @@ class ProvidersOut(ApiModel):
 
 @router.get("/providers", response_model=ProvidersOut)
 async def list_providers(request: Request) -> Any:
-    """Each channel's failover chain, and per account its limits and the circuit breaker
-    state every running dispatcher reported in the last 30 s (credentials are never shown)."""
+    """Each channel's failover chain, and per account its limits, the circuit breaker state
+    every running dispatcher reported in the last 30 s (credentials are never shown), and
+    the fleet's mass deactivation guard."""
     service: Service = request.app.state.service
     settings = service.settings
     chains = {channel.value: settings.chain(channel.value) for channel in Channel}
-    reports = await provider_state.recent(service.db, utcnow() - FRESH)
+    now = utcnow()
+    reports = await provider_state.recent(service.db, now - FRESH)
+    records = {record.account: record for record in await guards.records(service.db)}
     configured = [n for chain in chains.values() for n in chain]
     # Also what dispatchers report that this process's configuration does not name.
     names = dict.fromkeys([*configured, *(r["account"] for r in reports)])
@@ -69,9 +107,59 @@ async def list_providers(request: Request) -> Any:
                     for r in reports
                     if r["account"] == name
                 ],
+                deactivation_guard=_guard_out(records.get(name), name, now),
             )
         )
     return ProvidersOut(chains=chains, accounts=accounts)
+
+
+@router.post(
+    "/providers/{account}/deactivation-guard/reset",
+    response_model=GuardResetOut,
+    responses={404: {"model": ErrorResponse}},
+)
+async def reset_deactivation_guard(request: Request, account: str) -> Any:
+    """Clear an account's mass deactivation guard now, once its configuration is fixed:
+    every dispatcher follows within a second, and the deliveries it held are due again
+    two seconds later (a guard that was clear stays clear)."""
+    service = service_of(request)
+    if not await _known(service, account):
+        return error_response(404, "not_found", f"no provider account {account!r}", "account")
+    now = utcnow()
+    released = await guards.reset(service.db, account, now, now + RESET_DUE)
+    log.warning(
+        "deactivation guard of %s reset by an operator: %d held deliveries due again",
+        account,
+        released,
+    )
+    records = {record.account: record for record in await guards.records(service.db)}
+    shown = _guard_out(records.get(account), account, now)
+    return GuardResetOut(account=account, released=released, deactivation_guard=shown)
+
+
+async def _known(service: Service, account: str) -> bool:
+    """Configured, reported by a dispatcher, or known to the guard's table."""
+    settings = service.settings
+    if account in settings.accounts or any(account in c for c in settings.chains().values()):
+        return True
+    reports = await provider_state.recent(service.db, utcnow() - FRESH)
+    if any(r["account"] == account for r in reports):
+        return True
+    return any(r.account == account for r in await guards.records(service.db))
+
+
+def _guard_out(record: GuardRecord | None, account: str, now: datetime) -> DeactivationGuardOut:
+    record = record or GuardRecord(account)
+    return DeactivationGuardOut(
+        state=record.state(now),
+        tripped_at=record.tripped_at,
+        hold_until=record.hold_until,
+        share=record.share,
+        samples=record.samples,
+        reason=record.reason,
+        cleared_at=record.cleared_at,
+        cleared_by=record.cleared_by,
+    )
 
 
 def _account(accounts: dict[str, Any], name: str) -> AccountSettings | None:

@@ -66,6 +66,7 @@ def _type_row(name: str, body: TypeIn) -> NotificationType:
         ),
         default_locale=body.default_locale and normalise(body.default_locale),
         collapse_key=body.collapse_key,
+        email=body.email.model_dump(by_alias=True, exclude_none=True) if body.email else None,
         created_at=now,
         updated_at=now,
     )
@@ -82,6 +83,7 @@ def _type_out(kind: NotificationType) -> TypeOut:
         required_channels=kind.required_channels,
         default_locale=kind.default_locale,
         collapse_key=kind.collapse_key,
+        email=kind.email,
         created_at=kind.created_at,
         updated_at=kind.updated_at,
     )
@@ -133,7 +135,8 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
     return _device_out(stored)
 
 
-@router.get("/devices/{token}", response_model=DeviceOut, responses=_NOT_FOUND)
+# {token:path}: a Web Push subscription (a JSON token) holds its endpoint URL, slashes and all.
+@router.get("/devices/{token:path}", response_model=DeviceOut, responses=_NOT_FOUND)
 async def get_device(request: Request, token: str) -> Any:
     """A push token: whether it is active, and if not, why (for example ``Unregistered``
     when APNs or FCM said the app was removed)."""
@@ -151,7 +154,7 @@ async def list_devices(request: Request, user_id: str) -> Any:
     ]
 
 
-@router.delete("/devices/{token}", status_code=204, responses=_NOT_FOUND)
+@router.delete("/devices/{token:path}", status_code=204, responses=_NOT_FOUND)
 async def delete_device(request: Request, token: str) -> Response:
     if not await users.delete_device(service_of(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")

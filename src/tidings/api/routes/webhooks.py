@@ -1,4 +1,5 @@
-"""Provider event webhooks: POST /v1/webhooks/sendgrid/{account} and /twilio/{account}.
+"""Provider event webhooks: POST /v1/webhooks/sendgrid/{account}, /twilio/{account} (status
+callbacks) and /twilio/{account}/inbound (replies to the account's number).
 
 ``account`` is the name of a provider account in the settings; its credentials verify the
 request (SendGrid: the Event Webhook's ECDSA signature and a +-5 minute timestamp; Twilio:
@@ -24,10 +25,11 @@ from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
 from tidings.providers.sendgrid import SendGridAccount
-from tidings.providers.twilio import TwilioAccount
+from tidings.providers.twilio import DELIVERY_PARAM, TwilioAccount
 from tidings.service import Service
 from tidings.store import tracking
 from tidings.store.tracking import Tracked
+from tidings.tracking import inbound
 from tidings.tracking.events import sendgrid_event, twilio_callback
 from tidings.tracking.sendgrid_webhook import EventWebhookVerifier
 from tidings.tracking.twilio_signature import (
@@ -78,9 +80,41 @@ async def sendgrid_events(request: Request, account: str) -> Response:
 async def twilio_status(request: Request, account: str) -> Response:
     """A Twilio status callback (form-encoded), signed with the account's auth token."""
     service = service_of(request)
+    form = await _signed_twilio_form(request, service, account)
+    if isinstance(form, Response):
+        return form
+    now = utcnow()
+    item = twilio_callback(form, now, request.query_params.get(DELIVERY_PARAM))
+    return await _apply(service, account, "sms", [item] if item else [], 1, now)
+
+
+@router.post("/twilio/{account}/inbound", responses=_ERRORS)
+async def twilio_inbound(request: Request, account: str) -> Response:
+    """A reply to the account's number (its messaging webhook): STOP and its synonyms
+    suppress the sender's number, START and UNSTOP lift that suppression (carrier rules);
+    anything else is acknowledged. Answers empty TwiML: tidings sends no reply itself."""
+    service = service_of(request)
+    form = await _signed_twilio_form(request, service, account)
+    if isinstance(form, Response):
+        return form
+    await inbound.apply_reply(service.db, form.get("From", ""), form.get("Body", ""), utcnow())
+    return Response(inbound.EMPTY_TWIML, media_type="text/xml")
+
+
+async def _signed_twilio_form(
+    request: Request, service: Service, account: str
+) -> dict[str, str] | Response:
+    """The form of a request Twilio signed for ``account``, or the refusal to answer."""
     settings = service.settings.accounts.get(account)
     if not isinstance(settings, TwilioAccount):
         return error_response(404, "not_found", f"no Twilio account {account!r}")
+    if settings.auth_token is None:
+        return error_response(
+            403,
+            "webhook_not_configured",
+            "Twilio signs its webhooks with the account's auth token: set auth_token on the "
+            "account to accept them",
+        )
     form = _form(await request.body())
     if form is None:
         return error_response(400, "invalid_request", "the body must be a UTF-8 form")
@@ -90,10 +124,7 @@ async def twilio_status(request: Request, account: str) -> Response:
     token = settings.auth_token.get_secret_value()
     if not verify_signature(token, url, form, signature, algorithm):
         return error_response(401, "invalid_signature", "bad X-Twilio-Signature")
-    now = utcnow()
-    single = {name: values[0] for name, values in form.items()}
-    item = twilio_callback(single, now)
-    return await _apply(service, account, "sms", [item] if item else [], 1, now)
+    return {name: values[0] for name, values in form.items()}
 
 
 def public_request_url(public_url: str, request: Request) -> str:

@@ -1,0 +1,188 @@
+"""The simulated Amazon SES v2 ``SendEmail`` endpoint, and its SNS notifications.
+
+Same wire protocol as ``email.<region>.amazonaws.com``: ``POST /v2/email/outbound-emails``
+with a JSON body, authenticated with AWS Signature Version 4 for the service ``ses``
+(checked by ``ses_auth``, written apart from tidings' signer), validated as SES documents
+(``ses_validation``), answered ``200 {"MessageId"}``. Errors are SES's rest-json shape: the
+type in ``x-amzn-ErrorType`` (``Type:http://internal.amazon.com/coral/...``), the text in
+the body's ``message``, with an ``x-amzn-RequestId``. After accepting, the outcome of the
+email is published to the simulated SNS topic (``ses_notifications``, ``sns``).
+
+SES has no idempotency key: a repeated ``tidings_delivery_id`` tag is a second email,
+counted as a duplicate (with ``dedup`` on, answered with the first MessageId).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.ses_auth import Received, SigV4Check
+from tidings.simulator.ses_notifications import SesNotifications
+from tidings.simulator.ses_validation import problem, recipients
+from tidings.simulator.sns import SnsTopic
+
+if TYPE_CHECKING:
+    from tidings.simulator.server import Simulator
+
+SEND_PATH = "/v2/email/outbound-emails"
+ACCOUNT = "ses-sim"  # the account name --write-config gives it
+DELIVERY_TAG = "tidings_delivery_id"
+MAX_REQUEST_BYTES = 60 * 1024 * 1024  # a 40 MB message, base64
+_CORAL = "http://internal.amazon.com/coral/com.amazonaws.sesv2/"
+BAD = "BadRequestException"
+
+# Scripted/random error name -> (status, error type, message), as SES answers SendEmail.
+ERRORS: dict[str, tuple[int, str, str]] = {
+    "MessageRejected": (400, "MessageRejected", "Message rejected: illegal content."),
+    "EmailNotVerified": (
+        400,
+        "MessageRejected",
+        "Email address is not verified. The following identities failed the check in "
+        "region US-EAST-1: tidings@example.com",
+    ),
+    "MailFromDomainNotVerifiedException": (
+        400,
+        "MailFromDomainNotVerifiedException",
+        "The message can't be sent because the sending domain isn't verified.",
+    ),
+    "AccountSuspendedException": (
+        400,
+        "AccountSuspendedException",
+        "The message can't be sent because the account's ability to send email has been "
+        "permanently restricted.",
+    ),
+    "SendingPausedException": (
+        400,
+        "SendingPausedException",
+        "The message can't be sent because the account's ability to send email is "
+        "currently paused.",
+    ),
+    "NotFoundException": (404, "NotFoundException", "Configuration set does not exist."),
+    "TooManyRequestsException": (429, "TooManyRequestsException", "Maximum sending rate exceeded."),
+    "LimitExceededException": (400, "LimitExceededException", "Daily message quota exceeded."),
+    "BadRequestException": (400, "BadRequestException", "Illegal address"),
+    "500": (
+        500,
+        "InternalFailure",
+        "The request processing has failed because of an unknown error, exception or failure.",
+    ),
+    "503": (503, "ServiceUnavailable", "Service is unable to handle request."),
+}
+
+
+class SesSimulator:
+    def __init__(self, sim: Simulator) -> None:
+        self.state: ProviderState = sim.new_state("ses")
+        config = sim.config.ses
+        self.auth = SigV4Check(
+            access_key_id=config.access_key_id,
+            secret_access_key=config.secret_access_key,
+            region=config.region,
+            service="ses",
+            session_token=config.session_token,
+        )
+        self.topic = SnsTopic(sim, self.state, config, sns_endpoint(sim))
+        self.notifications = SesNotifications(self.state, self.topic)
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(SEND_PATH, self.send_email, methods=["POST"]), *self.topic.routes()]
+
+    async def send_email(self, request: Request) -> Response:
+        raw = await request.body()
+        refusal = self.auth.refusal(received(request, raw))
+        if refusal is not None:
+            return error(refusal.status, refusal.error, refusal.message)
+        if len(raw) > MAX_REQUEST_BYTES:
+            return error(413, "RequestEntityTooLarge", "Request entity too large")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return error(400, "SerializationException", "Malformed JSON body")
+        found = problem(body)
+        if found is not None:
+            return error(400, *found)
+        return await self._deliver(body)
+
+    async def _deliver(self, body: dict[str, Any]) -> Response:
+        address = recipients(body)[0]
+        admission = await self.state.admit(address)
+        if admission == OUTAGE:
+            return error(*ERRORS["503"])
+        if admission == RATE_LIMITED:
+            return error(*ERRORS["TooManyRequestsException"])
+        if admission != OK:
+            return error(*error_for(admission))
+        key = _tag(body, DELIVERY_TAG)
+        message_id = self.state.first_answer(key) or new_message_id()
+        self.state.record(address, key, body)
+        if key is not None:
+            self.state.answers.setdefault(key, message_id)
+        self.notifications.accepted(address, message_id, body)
+        return JSONResponse({"MessageId": message_id}, headers=_request_id())
+
+    async def close(self) -> None:
+        await self.topic.reporter.close()
+
+
+def sns_endpoint(sim: Simulator) -> str | None:
+    """Where the topic posts: as configured, else tidings' route for the ``ses-sim`` account
+    when the simulator knows tidings' URL."""
+    config = sim.config
+    if config.ses.sns_endpoint is None and config.tidings_url:
+        return f"{config.tidings_url.rstrip('/')}/v1/webhooks/ses/{ACCOUNT}"
+    return config.ses.sns_endpoint
+
+
+def received(request: Request, body: bytes) -> Received:
+    """The request as SigV4 sees it: raw path and query, every header as sent."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    return Received(
+        method=request.method,
+        path=raw_path.decode("latin-1"),
+        query=request.scope.get("query_string", b"").decode("latin-1"),
+        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+        body=body,
+    )
+
+
+def error(status: int, kind: str, message: str) -> Response:
+    """SES's error answer: the type in x-amzn-ErrorType, the text in the body."""
+    headers = _request_id() | {"x-amzn-ErrorType": f"{kind}:{_CORAL}"}
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+def error_for(name: str) -> tuple[int, str, str]:
+    """The answer for an error name: a documented one, any status code, or a BadRequest."""
+    if name in ERRORS:
+        return ERRORS[name]
+    if name.isdigit() and 400 <= int(name) <= 599:
+        return int(name), "InternalFailure" if int(name) >= 500 else BAD, f"simulated {name}"
+    return 400, BAD, name
+
+
+def new_message_id() -> str:
+    """An id shaped as SES's: ``0100`` + hex time, a UUID, ``-000000``."""
+    return f"0100{secrets.token_hex(6)}-{uuid.uuid4()}-000000"
+
+
+def _tag(body: dict[str, Any], name: str) -> str | None:
+    for tag in body.get("EmailTags") or []:
+        if tag.get("Name") == name:
+            return str(tag.get("Value"))
+    return None
+
+
+def _request_id() -> dict[str, str]:
+    return {"x-amzn-RequestId": str(uuid.uuid4())}
+
+
+HTTP_PROVIDERS["ses"] = SesSimulator
