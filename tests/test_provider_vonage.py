@@ -239,6 +239,8 @@ def test_an_account_authenticates_exactly_one_way_and_hides_its_secrets(sim: Sim
         VonageAccount.model_validate(base | both)
     with pytest.raises(ValidationError, match="application_id"):
         VonageAccount.model_validate(base | {"private_key": "pem"})
+    with pytest.raises(ValidationError, match="unreadable"):
+        VonageAccount.model_validate(base | {"application_id": "app", "private_key": "pem"})
     valid = VonageAccount.model_validate(base | {"api_key": "k", "api_secret": "s3cret-secret"})
     assert valid.on_ambiguous == "fail"
     assert "s3cret-secret" not in repr(valid) and "s3cret-secret" not in str(valid.model_dump())

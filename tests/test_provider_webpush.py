@@ -216,6 +216,8 @@ def test_an_account_needs_one_readable_vapid_key_and_a_contact(sim: Simulator) -
         WebPushAccount.model_validate(
             good | {"vapid_private_key_file": None, "vapid_private_key": "not a key"}
         )
+    with pytest.raises(ValueError, match="cannot read"):
+        WebPushAccount.model_validate(good | {"vapid_private_key_file": "/nonexistent/key.pem"})
     with pytest.raises(ValueError, match="vapid_subject"):
         WebPushAccount.model_validate(good | {"vapid_subject": "ops@example.com"})
 

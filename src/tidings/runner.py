@@ -1,5 +1,6 @@
 """Running tidings: the API, the dispatcher, or both in one process (the embedded mode);
-with the Kafka transport, a relay and a worker (a dispatcher whose lanes consume topics)."""
+with the Kafka transport, a relay and a worker (a dispatcher whose lanes consume topics).
+A process that runs the API also runs the bounce listener when ``bounces`` is set."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tidings.providers.chains import ProviderSet
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.store.migrate import upgrade
+from tidings.tracking.bounce_listener import BounceListener
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ async def run(
             )
             server = _Server(config)
             jobs.append(server.serve())
+            if settings.bounces is not None:  # DSNs mailed to the SMTP accounts' return paths
+                jobs.append(BounceListener(settings.bounces, service.db).run(stop))
         if dispatch:
             jobs.append(Dispatcher(service, providers).run(stop))
         if relay:

@@ -3,8 +3,9 @@
 The configuration root: each section's model lives beside the code that reads it
 (``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/breaker.py``,
 ``dispatch/deactivation_guard.py``, ``dispatch/ratelimit.py``, ``providers/kinds.py``,
-``transport/settings.py``) and is aggregated here; that code takes its section as an
-argument and never imports this module (docs/architecture.md, Import layers).
+``transport/settings.py``, ``tracking/bounce_settings.py``) and is aggregated here; that
+code takes its section as an argument and never imports this module (docs/architecture.md,
+Import layers).
 
 Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
 ``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
@@ -34,6 +35,7 @@ from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Channel
 from tidings.providers.chains import PLATFORM_CHAINS
 from tidings.providers.kinds import Account
+from tidings.tracking.bounce_settings import BounceSettings
 from tidings.transport.settings import KafkaSettings
 
 DEFAULT_CHAINS: dict[str, str | list[str]] = {
@@ -87,6 +89,9 @@ class Settings(BaseSettings):
     # Per push account: hold its push, and deactivate no token, when too many sends in a
     # minute answer as a wrong APNs environment or topic, or FCM project, would.
     deactivation_guard: DeactivationGuardSettings = Field(default_factory=DeactivationGuardSettings)
+    # The SMTP listener for bounces mailed after acceptance (DSNs to an SMTP account's
+    # return_path), run by the processes that run the API. None: not run.
+    bounces: BounceSettings | None = None
 
     lanes: Lanes = Field(default_factory=Lanes)
     # Campaign expansion: page size, the expander's lease, due spikes, cancel's wait.

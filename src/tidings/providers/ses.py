@@ -191,7 +191,7 @@ def classify(response: httpx.Response, now: float) -> ProviderError:
     """The error for a refused SendEmail (docs/providers.md, Amazon SES)."""
     status = response.status_code
     kind, text = error_type(response)
-    detail = f"SES {status} {kind or ''}: {text}".replace(" :", ":")
+    detail = f"SES {status} {kind}: {text}" if kind else f"SES {status}: {text}"
     if kind in CREDENTIAL_ERRORS or status in (401, 403):
         return _configuration(detail, "credentials")
     if kind in CONFIGURATION_ERRORS:

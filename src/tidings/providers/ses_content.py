@@ -9,8 +9,11 @@ which SES event publishing returns in every event (tag values allow ``[A-Za-z0-9
 UUID fits). A header Simple cannot carry makes the message ``Content.Raw`` instead: the MIME
 message the SMTP adapter sends, base64.
 
-SES does not support SMTPUTF8 (API reference, ``Destination``): a recipient with a non-ASCII
-local part fails permanently, its domain goes in IDNA A-labels.
+The From is the type's sender if it has one, else the account's; the reply-to goes in
+``ReplyToAddresses``, copies in ``Destination`` (without the recipient or repeats). SES does
+not support SMTPUTF8 (API reference, ``Destination``): a recipient or sender with a
+non-ASCII local part fails permanently, a copy or reply-to with one is left out, and domains
+go in IDNA A-labels.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import email.utils
 import re
 from typing import Any
 
+from tidings.providers import email_api
 from tidings.providers.base import Message, PermanentError, PoisonError
 from tidings.providers.mime import (
     DELIVERY_HEADER,
@@ -49,20 +53,49 @@ def send_email_body(
     message: Message, *, from_email: str, from_name: str | None, configuration_set: str | None
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v2/email/outbound-emails`` for one delivery."""
-    recipient = _recipient(message.address)
-    sender = email.utils.formataddr((from_name or "", wire_address(from_email)), "utf-8")
+    recipient = _ascii_address(message.address)
     body: dict[str, Any] = {
-        "FromEmailAddress": sender,
-        "Destination": {"ToAddresses": [recipient]},
+        "FromEmailAddress": _sender(message, from_email, from_name),
+        "Destination": _destination(message, recipient),
         "Content": _content(message, recipient, from_email, from_name),
         "EmailTags": [
             {"Name": DELIVERY_TAG, "Value": str(message.delivery_id)},
             {"Name": TYPE_TAG, "Value": tag_value(message.type)},
         ],
     }
+    if reply_to := _reply_to(message):
+        body["ReplyToAddresses"] = [reply_to]
     if configuration_set:
         body["ConfigurationSetName"] = configuration_set
     return body
+
+
+def _sender(message: Message, from_email: str, from_name: str | None) -> str:
+    """The type's sender if it has one (a verified identity too), else the account's; a
+    non-ASCII name as an RFC 2047 phrase."""
+    if message.sender is not None:
+        from_email, from_name = message.sender.address, message.sender.name
+    return email.utils.formataddr((from_name or "", _ascii_address(from_email)), "utf-8")
+
+
+def _destination(message: Message, recipient: str) -> dict[str, list[str]]:
+    """To, and the copies SES can take (an ASCII local part): a copy is not the delivery."""
+    cc, bcc = email_api.copies(message)
+    destination = {"ToAddresses": [recipient]}
+    for name, addresses in (("CcAddresses", cc), ("BccAddresses", bcc)):
+        kept = [address for address in addresses if address.isascii()]
+        if kept:
+            destination[name] = kept
+    return destination
+
+
+def _reply_to(message: Message) -> str | None:
+    """Where replies go, when SES can write it (an IDNA domain, an ASCII local part)."""
+    try:
+        wire = wire_address(message.reply_to) if message.reply_to else None
+    except ValueError:
+        return None
+    return wire if wire is not None and wire.isascii() else None
 
 
 def tag_value(text: str) -> str:
@@ -70,17 +103,15 @@ def tag_value(text: str) -> str:
     return _TAG_UNSAFE.sub("_", text)[:256] or "_"
 
 
-def _recipient(address: str) -> str:
-    try:
-        recipient = wire_address(address)
-    except ValueError as error:  # a domain without an IDNA form
-        raise PermanentError(f"unusable address: {error}", reason="bad_address") from error
-    if not recipient.isascii():
+def _ascii_address(address: str) -> str:
+    """The address as sent; PermanentError if SES cannot send to or from it."""
+    wire = email_api.recipient(address)
+    if not wire.isascii():
         raise PermanentError(
             f"SES does not support SMTPUTF8, which {address!r} needs (a non-ASCII local part)",
             reason="smtputf8_unsupported",
         )
-    return recipient
+    return wire
 
 
 def _content(

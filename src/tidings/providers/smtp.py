@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import aiosmtplib
+from email_validator import EmailNotValidError, validate_email
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from tidings.providers.accounts import AccountSettings
@@ -38,6 +40,9 @@ from tidings.providers.base import (
 from tidings.providers.dkim import DkimSigner, check_dkim_settings
 from tidings.providers.mime import as_bytes, build_email, wire_address, wire_domain
 from tidings.providers.smtp_replies import AUTH_RETRY_AFTER, classify_reply
+
+# In ``return_path``, the place of the delivery id (VERP: a bounce names its delivery).
+VERP_FIELD = "{delivery}"
 
 
 class SmtpAccount(AccountSettings):
@@ -63,6 +68,9 @@ class SmtpAccount(AccountSettings):
     dkim_selector: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
     dkim_private_key: SecretStr | None = None
     dkim_private_key_file: Path | None = None
+    # The envelope sender (MAIL FROM), where bounces go: "bounces+{delivery}@bounces.example.com"
+    # names the delivery in each (VERP). Unset: from_address. The From header is unchanged.
+    return_path: str | None = None
 
     @model_validator(mode="after")
     def _dkim_complete(self) -> SmtpAccount:
@@ -73,6 +81,33 @@ class SmtpAccount(AccountSettings):
     @field_validator("from_address")
     @classmethod
     def _sender_has_a_labels(cls, value: str) -> str:
+        wire_address(value)
+        return value
+
+    @field_validator("return_path")
+    @classmethod
+    def _return_path_names_the_delivery(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        local, _, _ = value.rpartition("@")
+        if value.count(VERP_FIELD) != 1 or VERP_FIELD not in local:
+            raise ValueError(
+                f"return_path must hold {VERP_FIELD} once, in its local part "
+                f"(bounces+{VERP_FIELD}@bounces.example.com)"
+            )
+        try:
+            sample = value.replace(VERP_FIELD, str(uuid.UUID(int=0)))
+            # Syntax only (strict: a local part of at most 64 characters, as RFC 5321 says);
+            # the domain may be one only a relay's bounce forwarding knows, or .test.
+            validate_email(
+                sample,
+                check_deliverability=False,
+                globally_deliverable=False,
+                test_environment=True,
+                strict=True,
+            )
+        except EmailNotValidError as error:
+            raise ValueError(f"return_path is not a valid address: {error}") from error
         wire_address(value)
         return value
 
@@ -103,6 +138,7 @@ class SmtpProvider:
         self.connections_opened = 0  # for tests and metrics: reuse means few of these
         self._closed = False
         self._dkim = DkimSigner.of(account)
+        self._return_path = wire_address(account.return_path) if account.return_path else None
 
     async def send(self, message: Message) -> SendResult:
         envelope, message_id = self._render(message)
@@ -121,16 +157,20 @@ class SmtpProvider:
 
     def _render(self, message: Message) -> tuple[_Envelope, str]:
         account = self.account
-        # The envelope sender stays the account's (bounces come back to it) when the From
-        # header is a type's own; checked when the account was loaded.
+        # The envelope sender, where bounces come back, stays the account's when the From
+        # header is a type's own: its return_path (VERP), else from_address; checked when the
+        # account was loaded.
         sender = wire_address(account.from_address)
+        return_path = sender
+        if self._return_path is not None:
+            return_path = self._return_path.replace(VERP_FIELD, str(message.delivery_id))
         try:
             recipient = wire_address(message.address)
             copies = _copies(recipient, message)
         except ValueError as error:  # a domain without an IDNA form
             raise PermanentError(f"unusable address: {error}", reason="bad_address") from error
         domain = wire_domain(account.message_id_domain or sender.rpartition("@")[2])
-        smtputf8 = not "".join((sender, recipient, *copies)).isascii()
+        smtputf8 = not "".join((return_path, sender, recipient, *copies)).isascii()
         try:
             mail, message_id = build_email(
                 message,
@@ -144,7 +184,7 @@ class SmtpProvider:
                 raw = self._dkim.sign(raw)
         except (ValueError, TypeError) as error:
             raise PoisonError(f"cannot build the email: {error}", reason="bad_message") from error
-        return _Envelope(sender, recipient, raw, smtputf8, copies), message_id
+        return _Envelope(return_path, recipient, raw, smtputf8, copies), message_id
 
     async def _transaction(self, envelope: _Envelope) -> None:
         try:

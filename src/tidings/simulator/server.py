@@ -46,6 +46,10 @@ class SimulatorConfig(BaseModel):
     smtp_username: str | None = "tidings"
     smtp_password: str = "simulator-password"
     smtp_tls: Literal["starttls", "implicit", "none"] = "starttls"
+    # Where the SMTP server mails the delivery status notifications (RFC 3464) of what its
+    # behaviour's reports bounce or delay, to each message's envelope sender: "host:port" of
+    # tidings' bounce listener (in real life, the MX of the return path's domain). None: none.
+    smtp_dsn_relay: str | None = None
     # FCM project, APNs team/key/topic and token lifetime of the simulated push providers.
     push: PushConfig = Field(default_factory=PushConfig)
     # Amazon SES: the AWS credentials it accepts, its region and SNS topic.

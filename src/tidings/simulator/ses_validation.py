@@ -33,6 +33,7 @@ def problem(body: Any) -> Problem | None:
     return (
         _sender(body.get("FromEmailAddress"))
         or _destination(body.get("Destination"))
+        or _reply_to(body.get("ReplyToAddresses", []))
         or _content(body.get("Content"))
         or _tags(body.get("EmailTags"))
     )
@@ -56,9 +57,23 @@ def _destination(value: Any) -> Problem | None:
     to = value.get("ToAddresses") if isinstance(value, dict) else None
     if not isinstance(to, list) or not to:
         return BAD, "Missing required field Destination.ToAddresses."
-    if len(to) > MAX_RECIPIENTS:
+    lists = [value.get(name, []) for name in ("ToAddresses", "CcAddresses", "BccAddresses")]
+    if not all(isinstance(addresses, list) for addresses in lists):
+        return BAD, "Destination addresses must be lists."
+    everyone = [address for addresses in lists for address in addresses]
+    if len(everyone) > MAX_RECIPIENTS:
         return BAD, f"Recipient count exceeds {MAX_RECIPIENTS}."
-    for address in to:
+    return _addresses(everyone)
+
+
+def _reply_to(value: Any) -> Problem | None:
+    if not isinstance(value, list):
+        return BAD, "ReplyToAddresses must be a list."
+    return _addresses(value)
+
+
+def _addresses(addresses: list[Any]) -> Problem | None:
+    for address in addresses:
         if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
             return BAD, f"Illegal address: {address}"
         if not address.isascii():  # SES has no SMTPUTF8; domains go as Punycode

@@ -6,7 +6,8 @@ password. Admissions become the replies real servers send (Postfix wording): a b
 is refused at RCPT with ``550 5.1.1``, an outage with ``421``, a too-large message after
 DATA with ``552 5.3.4``. Each accepted message is recorded with its raw bytes and headers;
 a repeated ``X-Tidings-Delivery-Id`` is counted as a duplicate and answered with the first
-queue id.
+queue id. With ``smtp_dsn_relay`` set, what the behaviour's ``reports`` bounce or delay is
+reported later by mail, to the envelope sender (``simulator/dsn_mailer.py``).
 
 Where aiosmtpd is laxer than a real server, it is made as strict: a second MAIL in one
 transaction gets Postfix's ``503 5.5.1 Error: nested MAIL command``; SMTPUTF8 (RFC 6531) is
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.dsn_mailer import DsnMailer
 from tidings.simulator.selfsigned import self_signed
 from tidings.simulator.server import SERVERS
 
@@ -86,10 +88,17 @@ def reply_for(error: str, address: str) -> tuple[str, str]:
 class SmtpHandler:
     """aiosmtpd hooks: authentication, admissions and recording."""
 
-    def __init__(self, state: ProviderState, username: str | None, password: str) -> None:
+    def __init__(
+        self,
+        state: ProviderState,
+        username: str | None,
+        password: str,
+        dsn: DsnMailer | None = None,
+    ) -> None:
         self.state = state
         self.username = username
         self.password = password
+        self.dsn = dsn  # None: no delivery status notifications
         self._pending: weakref.WeakKeyDictionary[Envelope, str] = weakref.WeakKeyDictionary()
 
     def authenticate(
@@ -156,8 +165,8 @@ class SmtpHandler:
         text = raw.decode("utf-8", errors="replace")
         parsed = email.message_from_string(text, policy=email.policy.default)
         delivery_id = parsed.get(DELIVERY_HEADER)
-        queue_id = self.state.first_answer(str(delivery_id)) if delivery_id else None
-        queue_id = queue_id or secrets.token_hex(5).upper()
+        repeated = self.state.first_answer(str(delivery_id)) if delivery_id else None
+        queue_id = repeated or secrets.token_hex(5).upper()
         for index, address in enumerate(envelope.rcpt_tos):
             key = None if delivery_id is None else str(delivery_id)
             if key is not None and index > 0:
@@ -165,6 +174,8 @@ class SmtpHandler:
             self.state.record(address, key, _payload(server, envelope, text, parsed))
         if delivery_id is not None:
             self.state.answers.setdefault(str(delivery_id), queue_id)
+        if self.dsn is not None and repeated is None:  # a deduplicated repeat: no new report
+            self.dsn.accepted(envelope.mail_from or "", envelope.rcpt_tos, raw)
         return f"250 2.0.0 Ok: queued as {queue_id}"
 
 
@@ -231,7 +242,9 @@ class SmtpServer:
         self.port = config.smtp_port
         self.tls = config.smtp_tls
         self.credentials_dir = config.credentials_dir
-        self.handler = SmtpHandler(self.state, config.smtp_username, config.smtp_password)
+        relay = config.smtp_dsn_relay
+        self.dsn = DsnMailer(self.state, relay, HOSTNAME) if relay else None
+        self.handler = SmtpHandler(self.state, config.smtp_username, config.smtp_password, self.dsn)
         self.cert_file: Path | None = None  # trust this (ca_file) to validate the server
         self._server: asyncio.Server | None = None
         self._context: ssl.SSLContext | None = None
@@ -271,6 +284,8 @@ class SmtpServer:
         return protocol
 
     async def stop(self) -> None:
+        if self.dsn is not None:
+            await self.dsn.close()
         if self._server is None:
             return
         self._server.close()

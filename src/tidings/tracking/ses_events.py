@@ -54,6 +54,11 @@ def ses_event(event: Mapping[str, Any], sns_message_id: str, now: datetime) -> T
     return None
 
 
+def sent_at(event: Mapping[str, Any]) -> datetime | None:
+    """When SES accepted the message the event is about (``mail.timestamp``)."""
+    return _parse_time(_object(event.get("mail")).get("timestamp"))
+
+
 def _bounce(
     key: DeliveryKey, bounce: Mapping[str, Any], sns_message_id: str, now: datetime
 ) -> Tracked:
@@ -116,13 +121,17 @@ def _detail(**fields: Any) -> dict[str, Any]:
 
 
 def _time(value: Any, now: datetime) -> datetime:
-    """An ISO 8601 timestamp (SES writes ``2016-01-27T14:59:38.237Z``); ``now`` if absent."""
+    return _parse_time(value) or now
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 timestamp (SES writes ``2016-01-27T14:59:38.237Z``), else None."""
     if not isinstance(value, str) or len(value) > 40:
-        return now
+        return None
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        return now
+        return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

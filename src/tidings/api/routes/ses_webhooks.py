@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -27,8 +28,8 @@ from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
 from tidings.providers.ses import SesAccount
 from tidings.service import Service
-from tidings.store import tracking
-from tidings.tracking.ses_events import ses_event
+from tidings.store import tracking, tracking_targets
+from tidings.tracking.ses_events import sent_at, ses_event
 from tidings.tracking.sns_fetch import CertificateCache, FetchFailed, confirm_subscription
 from tidings.tracking.sns_signature import (
     signature_valid,
@@ -40,10 +41,14 @@ from tidings.tracking.sns_signature import (
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 502)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 502, 503)
 }
 # Shared by every account and request: SNS signs with few certificates.
 CERTIFICATES = CertificateCache()
+# An unmatched event about a message SES accepted this recently may be ours, its send's
+# outcome not written yet: SNS is asked to retry it (its retries span about a minute).
+RECENT = timedelta(minutes=5)
+RETRY_SECONDS = 20
 
 
 @router.post("/ses/{account}", responses=_ERRORS)
@@ -116,8 +121,29 @@ async def _notification(service: Service, account: str, message: dict[str, Any])
     # A signed message that is no SES event (a test publish from the console): acknowledged,
     # so that SNS does not retry it.
     item = ses_event(event, message["MessageId"], now) if event is not None else None
+    if item is not None and event is not None and await _too_early(service, account, item, event):
+        # SNS retries a 5xx (20 s later, three times by default): by then the send's
+        # outcome is written. Nothing is recorded, so the retry is not a duplicate.
+        return error_response(
+            503,
+            "not_yet_sent",
+            "the delivery's send is not recorded yet; retry",
+            headers={"Retry-After": str(RETRY_SECONDS)},
+        )
     applied = await tracking.apply(service.db, account, "email", [item] if item else [], now)
     return _counts(1, applied, ignored=0 if item else 1)
+
+
+async def _too_early(
+    service: Service, account: str, item: tracking.Tracked, event: dict[str, Any]
+) -> bool:
+    """The event outran the outcome of its send: the delivery is still being sent, or no
+    delivery has its message id yet although SES accepted the message moments ago."""
+    sending = await tracking_targets.in_progress(service.db, account, "email", item.key)
+    if sending is not None:
+        return sending
+    accepted = sent_at(event)
+    return accepted is not None and utcnow() - accepted < RECENT
 
 
 def _counts(received: int, applied: tracking.Applied, *, ignored: int) -> JSONResponse:
