@@ -32,6 +32,7 @@ from tidings.providers.base import Content, Message, PermanentError, PoisonError
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.vonage_auth import ApplicationJwt
 from tidings.service import Service, providers_from_settings
+from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.vonage import VonageSimulator
 from tidings.simulator.vonage_reports import sign
@@ -288,7 +289,12 @@ def tidings_port() -> int:
 @pytest.fixture
 async def reporting_sim(tmp_path: Path, tidings_port: int) -> AsyncIterator[Simulator]:
     status_url = f"http://127.0.0.1:{tidings_port}/v1/webhooks/vonage/vonage-sim"
-    config = SimulatorConfig(credentials_dir=tmp_path, vonage_status_url=status_url)
+    # Reports come later than the send's outcome is written (an event about a delivery
+    # still SENDING is recorded but moves no status), as Vonage's do.
+    behaviours = {"vonage": Behaviour(report_delay_ms=500)}
+    config = SimulatorConfig(
+        credentials_dir=tmp_path, vonage_status_url=status_url, behaviours=behaviours
+    )
     async with Simulator(config) as simulator:
         yield simulator
 

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
+from tidings.simulator.keys import rsa_key
 from tidings.simulator.server import HTTP_PROVIDERS
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class FcmSimulator:
         self.lifetime = sim.config.push.fcm_token_lifetime
         self.apple_token_prefix = sim.config.push.fcm_apple_token_prefix
         self.client_email = f"tidings-sim@{self.project_id}.iam.gserviceaccount.com"
-        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._key = rsa_key()
         self.key_id = secrets.token_hex(20)
         self.grants: dict[str, Grant] = {}
         self.clock: Callable[[], float] = time.time  # replaceable, to age tokens in tests

@@ -35,6 +35,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import ProviderState
+from tidings.simulator.keys import rsa_key
 from tidings.simulator.reports import Reporter
 from tidings.simulator.ses_config import SesConfig
 from tidings.simulator.tidings_config import base_url
@@ -66,7 +67,7 @@ class SnsTopic:
         self.sim = sim
         self.config = config
         self.endpoint = endpoint  # the subscribed HTTP(S) URL; None: nothing is posted
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key = rsa_key()
         self.certificate = _certificate(self.key, config.region)
         digest = hashlib.sha256(self.certificate.public_bytes(serialization.Encoding.DER))
         self.cert_path = f"{PATH}SimpleNotificationService-{digest.hexdigest()[:32]}.pem"

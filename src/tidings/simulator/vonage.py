@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
+from tidings.simulator.keys import rsa_key
 from tidings.simulator.server import HTTP_PROVIDERS
 from tidings.simulator.vonage_reports import VonageReports
 
@@ -118,7 +118,7 @@ class VonageSimulator:
         self.api_key = config.vonage_api_key
         self.api_secret = config.vonage_api_secret
         self.application_id = config.vonage_application_id
-        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._key = rsa_key()
         self.key_path: Path = config.credentials_dir / "vonage-application.key"
         write_secret(self.key_path, pkcs8_pem(self._key))
         self.reports = VonageReports(
