@@ -5,13 +5,22 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Iterator, Mapping
 
-from tidings.providers.base import Message, PermanentError
+from tidings.providers.base import Content, Message, PermanentError, PoisonError
 from tidings.providers.mime import wire_address
 
 # Headers the APIs set from their own fields; a message's headers may not replace them.
 RESERVED_HEADERS = frozenset(
     {"from", "to", "cc", "bcc", "subject", "reply-to", "content-type", "message-id", "date"}
 )
+
+
+def require_content(content: Content, *, subject: bool = True) -> None:
+    """PoisonError for an email an API would refuse whatever the retry: no text and no HTML,
+    or (where the API requires one: SendGrid, SES, Mailgun) no subject."""
+    if not content.text and not content.html:
+        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
+    if subject and not content.subject:
+        raise PoisonError("the email has no subject", reason="empty_subject")
 
 
 def recipient(address: str) -> str:

@@ -34,7 +34,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.email_api import copies, custom_headers, recipient, sender
+from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
 from tidings.providers.http_errors import no_answer
 from tidings.providers.retry_after import parse_retry_after
 
@@ -100,10 +100,7 @@ class MailgunProvider:
 def message_form(message: Message, account: MailgunAccount) -> dict[str, Any]:
     """The form fields of one delivery's request; PoisonError when it cannot be sent."""
     content = message.content
-    if not content.text and not content.html:
-        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
-    if not content.subject:
-        raise PoisonError("the email has no subject", reason="empty_subject")
+    require_content(content)
     form: dict[str, Any] = {
         "from": sender(message, account.from_email, account.from_name),
         "to": recipient(message.address),

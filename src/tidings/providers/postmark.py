@@ -29,7 +29,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.email_api import copies, custom_headers, recipient, sender
+from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
 from tidings.providers.http_errors import no_answer
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
@@ -142,9 +142,8 @@ class PostmarkProvider:
 def email_body(message: Message, account: PostmarkAccount) -> dict[str, Any]:
     """The JSON body of one delivery's ``/email`` request."""
     content = message.content
-    if not content.text and not content.html:
-        # Postmark refuses it (300: "Provide either email TextBody or HtmlBody or both").
-        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
+    # Postmark refuses no body (300: "Provide either email TextBody or HtmlBody or both").
+    require_content(content, subject=False)
     body: dict[str, Any] = {
         "From": sender(message, account.from_email, account.from_name),
         "To": recipient(message.address),

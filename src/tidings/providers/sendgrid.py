@@ -33,6 +33,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
+from tidings.providers.email_api import require_content
 from tidings.providers.http_errors import no_answer
 from tidings.providers.retry_after import parse_retry_after
 from tidings.tracking.sendgrid_webhook import load_public_key
@@ -132,14 +133,10 @@ class SendGridProvider:
 def mail_send_body(message: Message, account: SendGridAccount) -> dict[str, Any]:
     """The v3 mail/send request body for one delivery."""
     content = message.content
+    require_content(content)  # SendGrid refuses these (400): they would only fail there
     parts = [{"type": "text/plain", "value": content.text}] if content.text else []
     if content.html:
         parts.append({"type": "text/html", "value": content.html})
-    if not parts:
-        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
-    if not content.subject:
-        # SendGrid refuses a message without a subject (400): it would only fail there.
-        raise PoisonError("the email has no subject", reason="empty_subject")
     body: dict[str, Any] = {
         "personalizations": [_personalization(message)],
         "from": _sender(message, account),

@@ -118,17 +118,18 @@ def _content(
     message: Message, recipient: str, from_email: str, from_name: str | None
 ) -> dict[str, Any]:
     content = message.content
-    if not content.text and not content.html:
-        raise PoisonError("the email has neither text nor HTML", reason="empty_content")
-    if not content.subject:
-        raise PoisonError("the email has no subject", reason="empty_subject")
+    email_api.require_content(content)
     headers = simple_headers(message)
     if headers is None:
         return {"Raw": {"Data": _raw(message, recipient, from_email, from_name)}}
     body = {"Text": _utf8(content.text)} if content.text else {}
     if content.html:
         body["Html"] = _utf8(content.html)
-    simple = {"Subject": _utf8(_ascii_text(content.subject)), "Body": body, "Headers": headers}
+    simple = {
+        "Subject": _utf8(_ascii_text(content.subject or "")),
+        "Body": body,
+        "Headers": headers,
+    }
     return {"Simple": simple}
 
 
