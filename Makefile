@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka format
+.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-engagement format
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -27,6 +27,7 @@ bench:  ## benchmarks on PostgreSQL; writes docs/benchmarks.md
 	.venv/bin/python -m bench.rate
 	.venv/bin/python -m bench.campaign
 	.venv/bin/python -m bench.kafka
+	.venv/bin/python -m bench.engagement
 
 bench-rate:  ## the rate-limit run alone (30 s); writes its section of docs/benchmarks.md
 	scripts/venv.sh
@@ -42,3 +43,8 @@ bench-kafka:  ## Kafka transport against direct mode: HIGH latency during a drai
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.kafka
+
+bench-engagement:  ## the open pixel and click redirect against /healthz (a minute); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.engagement

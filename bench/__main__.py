@@ -1,8 +1,9 @@
 """``python -m bench``: measure tidings on PostgreSQL against raw baselines, write the table.
 
-Creates the scratch database, starts ``tidings api`` on a free port, runs every measurement
-``--repeat`` times (tidings and baseline alternating), drops the database, prints the table
-and writes it, with the command and the machine, to ``docs/benchmarks.md``.
+Creates the scratch database, starts ``tidings api`` and ``tidings simulate`` on free ports,
+runs every measurement ``--repeat`` times (tidings, baseline and pgbench alternating), reads
+each process's peak memory, drops the database, prints the table and writes it, with the
+command and the machine, to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from pathlib import Path
 
 import asyncpg
 
-from bench import database, report, suite
+from bench import database, footprint, report, simulated, suite
 from bench.accept import clients
-from bench.api_server import running_api
+from bench.api_server import api_process
 from bench.config import BenchConfig
 from bench.dispatch import dispatch_settings
-from tidings.service import Service
+from bench.memory import Reading
+from tidings.service import Service, providers_from_settings
 
 DEFAULT_OUT = Path("docs/benchmarks.md")
 
@@ -40,6 +42,9 @@ _SIZES = {
     "batch_concurrency": "batch_concurrency",
     "claim_batch": "claim_batch",
     "lane_concurrency": "lane_concurrency",
+    "sim_latency_ms": "sim_latency_ms",
+    "sim_lane_concurrency": "sim_lane_concurrency",
+    "sim_deliveries": "sim_deliveries",
     "repeat": "repeat",
     "database": "database",
     "admin_url": "admin_url",
@@ -99,6 +104,25 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the NORMAL lane's sends in flight [{full.lane_concurrency}]",
     )
     add(
+        "--sim-latency-ms",
+        type=float,
+        metavar="MS",
+        help=f"the simulated SendGrid's latency per request [{full.sim_latency_ms:g}]",
+    )
+    add(
+        "--sim-deliveries",
+        type=int,
+        metavar="N",
+        help=f"deliveries sent in the simulated-SendGrid row, both sides [{full.sim_deliveries:,}]",
+    )
+    add(
+        "--sim-lane-concurrency",
+        type=int,
+        metavar="N",
+        help="the NORMAL lane's sends in flight in the simulated-SendGrid row, both sides "
+        f"[{full.sim_lane_concurrency}]",
+    )
+    add(
         "--repeat",
         type=int,
         metavar="N",
@@ -133,7 +157,8 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
         raise SystemExit("--database must be a plain lower-case PostgreSQL identifier")
     if not 1 <= config.batch_size <= 1_000:
         raise SystemExit("--batch-size must be between 1 and 1,000 (the API's batch limit)")
-    if min(config.singles, config.batched, config.deliveries, config.repeat) < 1:
+    sizes = (config.singles, config.batched, config.deliveries, config.sim_deliveries)
+    if min(*sizes, config.sim_lane_concurrency, config.repeat) < 1:
         raise SystemExit("sizes and --repeat must be at least 1")
     return config
 
@@ -146,7 +171,10 @@ def command_line() -> str:
     return shlex.join([str(python), "-m", "bench", *sys.argv[1:]])
 
 
-async def run(config: BenchConfig) -> tuple[list[report.Measurement], dict[str, str]]:
+Results = tuple[list[report.Measurement], dict[str, str], list[Reading]]
+
+
+async def run(config: BenchConfig) -> Results:
     """Everything between creating and dropping the scratch database."""
     await database.create(config)
     try:
@@ -155,7 +183,7 @@ async def run(config: BenchConfig) -> tuple[list[report.Measurement], dict[str, 
         await database.drop(config)
 
 
-async def _measure(config: BenchConfig) -> tuple[list[report.Measurement], dict[str, str]]:
+async def _measure(config: BenchConfig) -> Results:
     url = config.database_url
     settings = dispatch_settings(url, config.claim_batch, config.lane_concurrency)
     service = Service.from_settings(settings)
@@ -164,22 +192,39 @@ async def _measure(config: BenchConfig) -> tuple[list[report.Measurement], dict[
     try:
         with tempfile.TemporaryDirectory(prefix="tidings-bench-") as scratch:
             async with (
-                running_api(url, Path(scratch) / "api.log") as base_url,
+                api_process(url, Path(scratch) / "api.log") as (base_url, api),
                 clients(base_url, connections) as http,
+                simulated.running_simulator(Path(scratch), config.sim_latency_ms, url) as sim,
             ):
-                resources = suite.Resources(config, pool, http, service)
-                cases = suite.cases(resources)
-                await suite.warm_up(cases, pool)
-                await suite.measure(cases, config.repeat, pool)
-        return [case.measurement for case in cases], await database.facts(pool)
+                sim_settings = simulated.sendgrid_settings(
+                    dispatch_settings(url, config.claim_batch, config.sim_lane_concurrency),
+                    sim,
+                    config.sim_lane_concurrency,
+                )
+                sim_service = Service.from_settings(sim_settings)
+                sim_providers = providers_from_settings(sim_settings)
+                try:
+                    resources = suite.Resources(
+                        config, pool, http, service, sim_service, sim_providers, sim
+                    )
+                    cases = suite.cases(resources)
+                    await suite.warm_up(cases, pool)
+                    await suite.measure(cases, config.repeat, pool)
+                    memory = await footprint.readings(resources, api.pid, Path(scratch))
+                finally:
+                    await sim_providers.close()
+                    await sim_service.close()
+        return [case.measurement for case in cases], await database.facts(pool), memory
     finally:
         await pool.close()
         await service.close()
 
 
 PROCESSES = (
-    "`tidings api` (one process, default settings) for intake; the bench process runs the "
-    "HTTP clients, the dispatcher and every baseline; PostgreSQL on the same machine"
+    "`tidings api` (one process, default settings) for intake; `tidings simulate` (one "
+    "process) as SendGrid; the bench process runs the HTTP clients, the dispatcher and the "
+    "asyncpg baselines; `pgbench` (its own process, 2 threads) the pgbench baselines; "
+    "PostgreSQL on the same machine"
 )
 
 
@@ -192,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     config = config_from(args)
     out: Path | None = args.out or (None if args.quick else DEFAULT_OUT)
     started, clock, load_before = report.now(), time.perf_counter(), _load()
-    measurements, postgres = asyncio.run(run(config))
+    measurements, postgres, memory = asyncio.run(run(config))
     info = report.RunInfo(
         command=command_line(),
         started=started,
@@ -203,13 +248,17 @@ def main(argv: list[str] | None = None) -> int:
             "Processes": PROCESSES,
             "Load average (1 min) at start / end": f"{load_before} / {_load()}",
         },
+        memory=memory,
     )
     print(report.table(measurements))
+    print()
+    print(report.memory_table(memory))
     print(f"\n{config.repeat} repetitions, {info.seconds:.0f} s; command: {info.command}")
     if out is not None:
         report.write(out, measurements, info)
         print(f"written to {out}")
     missed = [m.name for m in measurements if m.passed is False]
+    missed += [f"memory of {r.process}" for r in memory if r.passed is False]
     if missed:
         print(f"target missed: {', '.join(missed)}", file=sys.stderr)
     return 1 if missed else 0

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 
@@ -33,13 +34,24 @@ def _insert_many(table: str, columns: Sequence[str], types: Sequence[str]) -> st
     return f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
 
 
+# The key first, into its own table (as tidings does: keys are unique across the
+# notification table's day partitions); a key seen before inserts nothing more.
 _IDEMPOTENT = " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
-INSERT_NOTIFICATION = _insert_one("notification", NOTIFICATION_COLUMNS) + _IDEMPOTENT
+_KEY_COLUMNS = ("namespace", "idempotency_key", "notification_id", "request_hash", "created_at")
+_KEY_TYPES = ("text", "text", "uuid", "text", "timestamptz")
+INSERT_KEY = _insert_one("idempotency_key", _KEY_COLUMNS) + _IDEMPOTENT
+INSERT_KEYS = _insert_many("idempotency_key", _KEY_COLUMNS, _KEY_TYPES) + _IDEMPOTENT
+INSERT_NOTIFICATION = _insert_one("notification", NOTIFICATION_COLUMNS)
 INSERT_DELIVERY = _insert_one("delivery", DELIVERY_COLUMNS)
-INSERT_NOTIFICATIONS = (
-    _insert_many("notification", NOTIFICATION_COLUMNS, NOTIFICATION_TYPES) + _IDEMPOTENT
-)
+INSERT_NOTIFICATIONS = _insert_many("notification", NOTIFICATION_COLUMNS, NOTIFICATION_TYPES)
 INSERT_DELIVERIES = _insert_many("delivery", DELIVERY_COLUMNS, DELIVERY_TYPES)
+
+
+def _key(notification: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The key row of a notification row (NOTIFICATION_COLUMNS' order)."""
+    by_name = dict(zip(NOTIFICATION_COLUMNS, notification, strict=True))
+    by_name["notification_id"] = by_name["id"]
+    return tuple(by_name[name] for name in _KEY_COLUMNS)
 
 
 async def insert_singles(pool: asyncpg.Pool, items: Sequence[Item], concurrency: int) -> float:
@@ -51,6 +63,7 @@ async def insert_singles(pool: asyncpg.Pool, items: Sequence[Item], concurrency:
             for item in queue:
                 notification, delivery = rows(item, utcnow())
                 async with conn.transaction():
+                    await conn.execute(INSERT_KEY, *_key(notification))
                     await conn.execute(INSERT_NOTIFICATION, *notification)
                     await conn.execute(INSERT_DELIVERY, *delivery)
 
@@ -65,7 +78,9 @@ async def insert_batch(conn: asyncpg.Connection, batch: Sequence[Item]) -> None:
     pairs = [rows(item, now) for item in batch]
     notification_columns = list(zip(*(n for n, _ in pairs), strict=True))
     delivery_columns = list(zip(*(d for _, d in pairs), strict=True))
+    key_columns = list(zip(*(_key(n) for n, _ in pairs), strict=True))
     async with conn.transaction():
+        await conn.execute(INSERT_KEYS, *key_columns)
         await conn.execute(INSERT_NOTIFICATIONS, *notification_columns)
         await conn.execute(INSERT_DELIVERIES, *delivery_columns)
 

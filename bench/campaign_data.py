@@ -65,5 +65,5 @@ async def audience(conn: asyncpg.Connection, profiles: int, topics: dict[str, in
 
 async def reset(conn: asyncpg.Connection) -> None:
     """Empty what a run writes (the audience stays), then checkpoint: every run starts equal."""
-    await conn.execute("TRUNCATE delivery_event, delivery, notification, campaign")
+    await conn.execute("TRUNCATE delivery_event, delivery, notification, idempotency_key, campaign")
     await conn.execute("CHECKPOINT")

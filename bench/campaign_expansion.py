@@ -216,6 +216,14 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
     $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::uuid[])
     AS u(id, namespace, idempotency_key, request_hash, type, category, priority, user_id, data,
         locale, send_at, campaign_id)
+"""
+# The keys first, as tidings inserts them (their own table: unique across day partitions).
+_KEYS = """
+INSERT INTO idempotency_key (namespace, idempotency_key, notification_id, request_hash,
+    created_at)
+SELECT u.namespace, u.idempotency_key, u.id, u.request_hash, $5
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])
+    AS u(id, namespace, idempotency_key, request_hash)
 ON CONFLICT (namespace, idempotency_key) DO NOTHING
 """
 _DELIVERIES = """
@@ -255,6 +263,7 @@ async def expand_raw(
             n, d = _rows(campaign, page, ordinal, size, window, rng, data)
             last = len(page) < page_size
             async with conn.transaction():
+                await conn.execute(_KEYS, *n[:4], now)
                 await conn.execute(_NOTIFICATIONS, *n, now)
                 await conn.execute(_DELIVERIES, *d, now)
                 await conn.execute(

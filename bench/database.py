@@ -50,12 +50,14 @@ async def register_type(
 
 async def create(config: BenchConfig) -> None:
     """A fresh database (a leftover from an interrupted run is dropped), migrated, with the
-    notification type every measurement sends registered."""
+    notification type every measurement sends registered. On plain tables, not the day
+    partitions a new database gets: the raw baselines (statements on the tables, pgbench's
+    random ids) are written for them; ``bench.partitions`` compares the layouts."""
     name = config.database
     await _admin(config, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}")
     db = connect(config.database_url)
     try:
-        await upgrade(db)
+        await upgrade(db, day_partitions=False)
         await register_type(db, TYPE_NAME, TYPE_BODY, TEMPLATE)
     finally:
         await db.dispose()
@@ -68,7 +70,7 @@ async def drop(config: BenchConfig) -> None:
 async def reset(pool: asyncpg.Pool) -> None:
     """Empty the tables a measurement writes, so every run starts equal."""
     async with pool.acquire() as conn:
-        await conn.execute("TRUNCATE delivery_event, delivery, notification")
+        await conn.execute("TRUNCATE delivery_event, delivery, notification, idempotency_key")
         await conn.execute("CHECKPOINT")
 
 

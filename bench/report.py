@@ -13,19 +13,23 @@ from pathlib import Path
 
 import tidings
 from bench import sections
+from bench.memory import TARGET_MB, Reading
 
 
 @dataclass
 class Measurement:
-    """One row of the table: tidings and its raw baseline, one sample per repetition."""
+    """One row of the table: tidings and its raw baseline (and, for some, the baseline run by
+    pgbench), one sample per repetition."""
 
     name: str
     workload: str
     baseline_how: str
     unit: str
     target: float | None  # the least acceptable tidings / baseline ratio; None: report only
+    pgbench_how: str | None = None  # None: no pgbench side
     tidings: list[float] = field(default_factory=list)
     baseline: list[float] = field(default_factory=list)
+    pgbench: list[float] = field(default_factory=list)
 
     @property
     def tidings_median(self) -> float:
@@ -38,6 +42,15 @@ class Measurement:
     @property
     def ratio(self) -> float:
         return self.tidings_median / self.baseline_median
+
+    @property
+    def pgbench_median(self) -> float | None:
+        return statistics.median(self.pgbench) if self.pgbench else None
+
+    @property
+    def pgbench_ratio(self) -> float | None:
+        theirs = self.pgbench_median
+        return None if theirs is None else self.tidings_median / theirs
 
     @property
     def passed(self) -> bool | None:
@@ -60,39 +73,60 @@ class RunInfo:
     repeat: int
     postgres: dict[str, str]
     settings: dict[str, str]
+    memory: Sequence[Reading] = ()
 
 
 def _rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def _or_dash(value: float | None, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
 def table(measurements: Sequence[Measurement]) -> str:
-    """The results as a Markdown table (also readable as plain text)."""
+    """The results as a Markdown table (also readable as plain text); the ratio and target
+    are tidings over the baseline, the pgbench columns the same baseline run by pgbench."""
     lines = [
-        "| measurement | tidings | raw baseline | ratio | target | result |",
-        "|---|---:|---:|---:|---:|---|",
+        "| measurement | tidings | baseline | ratio | target | result | pgbench "
+        "| tidings / pgbench |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for m in measurements:
         lines.append(
             f"| {m.name} ({m.unit}) | {_rate(m.tidings_median)} | {_rate(m.baseline_median)} "
-            f"| {m.ratio:.0%} | {m.target_text} | {m.verdict} |"
+            f"| {m.ratio:.0%} | {m.target_text} | {m.verdict} "
+            f"| {_or_dash(m.pgbench_median, ',.0f')} | {_or_dash(m.pgbench_ratio, '.0%')} |"
         )
     return "\n".join(lines)
 
 
+def memory_table(readings: Sequence[Reading]) -> str:
+    lines = [
+        "| process | after | peak RSS (VmHWM) | target | result |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in readings:
+        lines.append(f"| {r.process} | {r.when} | {r.text} | {r.target} | {r.verdict} |")
+    return "\n".join(lines)
+
+
 def _samples(measurements: Sequence[Measurement]) -> str:
-    lines = ["| measurement | tidings runs | baseline runs |", "|---|---|---|"]
+    lines = ["| measurement | tidings runs | baseline runs | pgbench runs |", "|---|---|---|---|"]
     for m in measurements:
         ours = ", ".join(_rate(v) for v in m.tidings)
         theirs = ", ".join(_rate(v) for v in m.baseline)
-        lines.append(f"| {m.name} | {ours} | {theirs} |")
+        server = ", ".join(_rate(v) for v in m.pgbench) or "-"
+        lines.append(f"| {m.name} | {ours} | {theirs} | {server} |")
     return "\n".join(lines)
 
 
 def _workloads(measurements: Sequence[Measurement]) -> str:
-    return "\n".join(
-        f"- **{m.name}**: {m.workload}\n  Baseline: {m.baseline_how}" for m in measurements
-    )
+    def one(m: Measurement) -> str:
+        text = f"- **{m.name}**: {m.workload}\n  Baseline: {m.baseline_how}"
+        return text + (f"\n  pgbench: {m.pgbench_how}" if m.pgbench_how else "")
+
+    return "\n".join(one(m) for m in measurements)
 
 
 def _cpu_model() -> str:
@@ -136,7 +170,9 @@ def _facts(info: RunInfo) -> str:
         **machine(),
         "Database": postgres,
         "Run time": f"{info.seconds:.0f} s",
-        "Repetitions": f"{info.repeat} per row, tidings and baseline alternating; medians",
+        "Repetitions": (
+            f"{info.repeat} per row, tidings, baseline and pgbench alternating; medians"
+        ),
         **info.settings,
     }
     return "\n".join(f"- {name}: {value}" for name, value in facts.items())
@@ -147,11 +183,15 @@ def document(measurements: Sequence[Measurement], info: RunInfo) -> str:
 
 Written by `bench/` (`make bench`); do not edit by hand, run the command again.
 
-Each row compares tidings with a raw baseline measured in the same run, in the same process,
-against the same PostgreSQL database: the same rows inserted, claimed and marked sent with
-plain SQL through asyncpg, with no HTTP and no tidings code. Each figure is the median over
-the repetitions; the ratio is tidings' median over the baseline's. The tables are emptied
-before every run. Machines are noisy: read the ratios, not the absolute figures.
+Each row compares tidings with a baseline measured in the same run against the same
+PostgreSQL database. For the accept and no-op dispatch rows it is a raw baseline in the bench
+process: the same rows inserted, claimed and marked sent with plain SQL through asyncpg, with
+no HTTP and no tidings code (the Python-side limit). The accept rows have the same baseline
+again run by `pgbench` (the server-side limit: no Python at all). The simulated-SendGrid row
+compares tidings with itself on the no-op provider. Each figure is the median over the
+repetitions; the ratio is tidings' median over the baseline's (the target applies to it),
+"tidings / pgbench" over pgbench's. The tables are emptied before every run. Machines are
+noisy: read the ratios, not the absolute figures.
 
 Command (from the repository root):
 
@@ -160,6 +200,10 @@ Command (from the repository root):
 ```
 
 {table(measurements)}
+
+Peak resident memory per process (issue 14: under {TARGET_MB:.0f} MB at these loads):
+
+{memory_table(info.memory)}
 
 ## Setup
 
@@ -172,12 +216,26 @@ Command (from the repository root):
 ## Caveats
 
 - Everything shares one machine: the `tidings api` process, the bench process (HTTP
-  clients, dispatcher, baselines) and PostgreSQL. During the single-request row the 32 httpx
-  clients spend about 1 ms of CPU per request that the API process cannot use; the baseline
-  has no such cost. Other work on the machine shows in the load average above.
+  clients, dispatcher, baselines) and PostgreSQL. During the single-request row the 32
+  aiohttp clients spend about a quarter of a millisecond of CPU per request that the API
+  process cannot use; the baseline has no such cost. Other work on the machine shows in the
+  load average above.
 - The dispatcher lane claims at most `concurrency - in flight` rows per claim, so the bench's
   defaults give the NORMAL lane a concurrency equal to its claim batch; at tidings' defaults
   (concurrency 16, claim_batch 100) each claim would take 16 rows.
+- pgbench runs in its own process (C, no Python), so its rate is what PostgreSQL itself
+  allows on this machine for these rows; the asyncpg baseline adds the bench process's Python.
+  pgbench's `-t` counts transactions per client, so the single row inserts a few more rows.
+- The simulated SendGrid is one Python process (Hypercorn) on the same two CPUs: its CPU per
+  request (about 0.65 ms) is taken from the dispatcher and PostgreSQL, which latency alone
+  would not cost. The row at 0 ms next to it has the same HTTP costs and no latency: their
+  ratio is what the latency costs once concurrency hides it.
+- Memory: `tidings api` is read after all the accept rows; the dispatcher is read from a
+  separate `tidings dispatch` subprocess run once per provider after the measured rounds (the
+  measured rounds run the dispatcher in the bench process, whose peak also holds the HTTP
+  clients, the baselines and every row's items). Each `tidings dispatch` line also says the
+  rate that process reached on its own: near the in-process rate, the cost is in the
+  process that sends, not in the bench around it.
 - Absolute figures are for this machine only; compare ratios across runs.
 
 ## Every run

@@ -4,7 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh
 scripts/services.sh
+scripts/browser.sh  # Debian's chromium, for tests/test_dashboard.py
+# Installed just now: its browser test fails without it instead of skipping.
+export TIDINGS_REQUIRE_BROWSER=1
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
-exec .venv/bin/pytest "$@"
+# Two workers (TIDINGS_TEST_WORKERS): tests mostly wait on servers, processes and clocks;
+# each test has its own database, ports and keys, so they do not meet.
+exec .venv/bin/pytest -n "${TIDINGS_TEST_WORKERS:-2}" --dist worksteal "$@"

@@ -1,8 +1,10 @@
 """Fixtures: the same store tests on SQLite and PostgreSQL, each test on a fresh database.
 
 PostgreSQL: one template database is migrated per session, and every test gets
-``CREATE DATABASE ... TEMPLATE`` of it (fast, and isolated). SQLite: a migrated file is
-copied per test.
+``CREATE DATABASE ... TEMPLATE`` of it (fast, and isolated). It is on day partitions, as
+`tidings migrate` leaves a new database; tests of plain tables on PostgreSQL (their
+retention, the conversion onto partitions) take ``pg_plain_database_url``, from a second
+template kept plain. SQLite: a migrated file is copied per test.
 """
 
 from __future__ import annotations
@@ -50,21 +52,31 @@ def run_blocking(coroutine: Coroutine[Any, Any, None]) -> None:
         pool.submit(asyncio.run, coroutine).result()
 
 
-async def _migrate(url: str) -> None:
+async def _migrate(url: str, day_partitions: bool = True) -> None:
     db = connect(url)
     try:
-        await upgrade(db)
+        await upgrade(db, day_partitions=day_partitions)
     finally:
         await db.dispose()
 
 
-@pytest.fixture(scope="session")
-def pg_template() -> Iterator[str]:
-    name = f"tidings_tmpl_{os.getpid()}"
+def _pg_template(name: str, day_partitions: bool) -> Iterator[str]:
     run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"))
-    run_blocking(_migrate(pg_url(name)))
+    run_blocking(_migrate(pg_url(name), day_partitions))
     yield name
     run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """Migrated as `tidings migrate` leaves a new database: on day partitions."""
+    yield from _pg_template(f"tidings_tmpl_{os.getpid()}", day_partitions=True)
+
+
+@pytest.fixture(scope="session")
+def pg_plain_template() -> Iterator[str]:
+    """Migrated to head on plain tables (as migration 0026 leaves a large database)."""
+    yield from _pg_template(f"tidings_plain_{os.getpid()}", day_partitions=False)
 
 
 @pytest.fixture(scope="session")
@@ -74,13 +86,24 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def pg_database_url(pg_template: str) -> Iterator[str]:
-    """A fresh migrated PostgreSQL database for one test."""
+def _pg_database(template: str) -> Iterator[str]:
     name = f"tidings_test_{uuid.uuid4().hex[:12]}"
-    run_blocking(pg_admin(f"CREATE DATABASE {name} TEMPLATE {pg_template}"))
+    run_blocking(pg_admin(f"CREATE DATABASE {name} TEMPLATE {template}"))
     yield pg_url(name)
     run_blocking(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def pg_database_url(pg_template: str) -> Iterator[str]:
+    """A fresh migrated PostgreSQL database for one test, on day partitions (today and the
+    7 days ahead made when the session's template was)."""
+    yield from _pg_database(pg_template)
+
+
+@pytest.fixture
+def pg_plain_database_url(pg_plain_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at head on plain tables, for one test."""
+    yield from _pg_database(pg_plain_template)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

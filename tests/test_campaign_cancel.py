@@ -62,6 +62,25 @@ async def test_nothing_is_sent_after_cancel_answers(
     assert shown["status"] == "CANCELLED"
     again = await client.post(f"/v1/campaigns/{campaign_id}/cancel")
     assert again.json() == counts
+    # The event feed says the same: each cancelled delivery once, the campaign's end once.
+    events = await eventually(lambda: _cancel_events(client, counts["cancelled"]), within=10)
+    assert events.count("campaign.cancelled") == 1
+    assert events.count("delivery.cancelled") == counts["cancelled"]
+    assert events.count("delivery.sent") == counts["sent"]
+
+
+async def _cancel_events(client: httpx.AsyncClient, cancelled: int) -> list[str] | None:
+    """The types of every event in the feed, once the cancelled deliveries are all there
+    (PostgreSQL shows an event once older transactions have ended)."""
+    found: list[str] = []
+    after = None
+    while True:
+        page = (await client.get("/v1/events", params={"after": after} if after else {})).json()
+        if not page["events"]:
+            break
+        found += [event["type"] for event in page["events"]]
+        after = page["next"]
+    return found if found.count("delivery.cancelled") >= cancelled else None
 
 
 async def test_cancel_before_expansion_leaves_nothing_to_send(

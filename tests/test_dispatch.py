@@ -218,6 +218,15 @@ async def test_past_ttl_expires_instead_of_sending(
         shown = await wait_status(client, accepted["id"], "EXPIRED")
     assert provider.calls == []
     assert "expired" in [h["kind"] for h in shown["history"]]
+    # and the event feed has it, once (PostgreSQL shows an event once older transactions end)
+    delivery_id = accepted["deliveries"][0]["id"]
+
+    async def expired_events() -> list[dict[str, object]] | None:
+        events = (await client.get("/v1/events")).json()["events"]
+        return events or None
+
+    [event] = await eventually(expired_events, within=10)
+    assert event["type"] == "delivery.expired" and event["data"]["deliveryId"] == delivery_id
 
 
 async def test_ttl_counts_from_the_scheduled_time(

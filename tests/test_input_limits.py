@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.helpers import email_to, post, put_type
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.content.locales import fallback_chain
-from tidings.intake.accept import accept
+from tidings.intake.accept import Submission, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.requests import NotificationIn
 from tidings.service import Service
@@ -192,11 +192,15 @@ async def test_a_value_the_database_refuses_fails_only_its_notification(
     halves, so the other notifications of the group are accepted."""
     await put_type(client)
     items = [
-        (f"k{i}", NotificationIn.model_validate(email_to(f"u{i}@example.com", data={"i": i})))
+        Submission(
+            f"k{i}",
+            NotificationIn.model_validate(email_to(f"u{i}@example.com", data={"i": i})),
+            "default",
+        )
         for i in range(11)
     ]
     far = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-14)))
-    items[6] = ("k6", items[6][1].model_copy(update={"send_at": far}))
+    items[6] = Submission("k6", items[6].request.model_copy(update={"send_at": far}), "default")
     results = await accept(service, items)
     assert isinstance(results[6], ItemError), results[6]
     assert (results[6].code, results[6].status_code) == ("unstorable", 422)

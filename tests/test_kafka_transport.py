@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tests.helpers import eventually, put_type
 from tests.kafka_broker import Broker
@@ -34,7 +34,7 @@ from tidings.store.schema import delivery, delivery_event
 from tidings.transport.offsets import OffsetTracker
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket
-from tidings.transport.topics import topic_name
+from tidings.transport.topics import ensure_topics, group_id, topic_name
 
 ON_POSTGRES = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 
@@ -194,6 +194,45 @@ async def test_a_ticket_that_outruns_its_relays_commit_still_takes_its_row(
     claimed = await asyncio.wait_for(claims[0], timeout=10)
     assert len(claimed) == 1 and claimed[0].attempts == 1
     assert await statuses(service) == {"SENDING": 1}
+
+
+@ON_POSTGRES
+async def test_a_committed_offset_past_the_log_is_read_from_the_start(
+    client: httpx.AsyncClient, service: Service, broker: Broker
+) -> None:
+    """A broker that lost its log can still be handed the old offsets (by a worker's
+    commit after the restart). The partitions are read from their start, as Kafka's
+    OFFSET_OUT_OF_RANGE reset does, instead of waiting for the log to grow that far."""
+    await put_type(client, "otp", priority="high", channels=("email",))
+    await _commit_ahead(service, broker.bootstrap, offset=100_000)
+    await accept(client, 20)
+    provider = ScriptedProvider()
+    async with running(service, provider):
+        await until_all(service, Status.SENT, 20, within=60)
+    assert len(provider.completed) == 20
+
+
+async def _commit_ahead(service: Service, bootstrap: str, offset: int) -> None:
+    """The HIGH lane's group committed ``offset`` on every partition of its email topic."""
+    topic = topic_name(Priority.HIGH, "email")
+    await ensure_topics(bootstrap, service.settings.kafka, [topic])
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group_id(Priority.HIGH),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+
+        async def joined() -> bool:
+            await consumer.getmany(timeout_ms=200)  # joins the group
+            return bool(consumer.assignment())
+
+        await eventually(joined, within=30)
+        await consumer.commit({partition: offset for partition in consumer.assignment()})
+    finally:
+        await consumer.stop()
 
 
 @ON_POSTGRES

@@ -128,3 +128,59 @@ async def test_the_writer_survives_an_outcome_the_database_refuses(
         refused.address: ("FAILED", "poison"),
         fine.address: ("SENT", None),
     }
+
+
+async def test_a_batch_of_quiet_outcomes_writes_each_row_and_keeps_each_fence(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """Outcomes without events go in one statement on PostgreSQL (per row on SQLite): every
+    field of each row lands, an outcome of an attempt that is no longer the row's changes
+    nothing, and a row's template version is kept where the outcome has none."""
+    db = service.db
+    first, second, stale = await _claimed(client, db, 3)
+    now = utcnow()
+    retry_at = now + timedelta(seconds=30)
+    outcomes = [
+        Outcome(
+            delivery_id=first.id,
+            claimed_attempts=first.attempts,
+            status=Status.SENT,
+            attempts=first.attempts,
+            provider="sim",
+            provider_msg_id="m-1",
+            sent_at=now,
+            template_version=7,
+        ),
+        Outcome(
+            delivery_id=second.id,
+            claimed_attempts=second.attempts,
+            status=Status.PENDING,
+            attempts=second.attempts,
+            next_attempt_at=retry_at,
+            last_error="429 slow down",
+            failure_kind=FailureKind.TRANSIENT,
+        ),
+        Outcome(  # the fence: an earlier attempt's outcome
+            delivery_id=stale.id,
+            claimed_attempts=stale.attempts - 1,
+            status=Status.SENT,
+            attempts=stale.attempts,
+            sent_at=now,
+        ),
+    ]
+    await write_outcomes(db, outcomes, now)
+    columns = (delivery.c.id, delivery.c.status, delivery.c.provider_msg_id, delivery.c.sent_at)
+    columns += (delivery.c.next_attempt_at, delivery.c.last_error, delivery.c.failure_kind)
+    columns += (delivery.c.template_version, delivery.c.lease_until)
+    async with db.engine.connect() as conn:
+        rows = {r.id: r for r in await conn.execute(sa.select(*columns))}
+    assert rows[first.id].status == "SENT" and rows[first.id].provider_msg_id == "m-1"
+    assert rows[first.id].sent_at == now and rows[first.id].template_version == 7
+    assert rows[first.id].lease_until is None
+    assert rows[second.id].status == "PENDING" and rows[second.id].next_attempt_at == retry_at
+    assert (rows[second.id].last_error, rows[second.id].failure_kind) == (
+        "429 slow down",
+        "transient",
+    )
+    assert rows[second.id].template_version is None
+    assert rows[stale.id].status == "SENDING" and rows[stale.id].lease_until is not None

@@ -908,8 +908,10 @@ async def test_notifications_come_back_signed_and_end_as_ses_said(
         behaviours={
             "ses": Behaviour(
                 reports={"bounce": 0.25, "soft_bounce": 0.15, "complaint": 0.15},
-                # An event that outruns its send's outcome is answered 503 and posted again.
+                # An event that outruns its send's outcome is answered 503 and posted again,
+                # up to three times as SNS does (a second apart here, not SNS's 20 s).
                 report_delay_ms=300,
+                report_retry_ms=1000,
             )
         },
     )

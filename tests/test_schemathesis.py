@@ -1,4 +1,6 @@
-"""The whole HTTP API against its own OpenAPI schema, on SQLite and PostgreSQL.
+"""The whole HTTP API against its own OpenAPI schema, on SQLite and PostgreSQL, called with
+an API key that has every scope (and, by schemathesis' ignored_auth check, without it: a
+route that needs a key must then answer 401).
 
 schemathesis generates requests from ``app.openapi()`` (valid and invalid ones) and checks
 every answer: no 5xx, a status code the operation declares, a body that fits the schema
@@ -27,8 +29,11 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.generation.stateful.state_machine import StepInput, StepOutput
 
 from tidings.api.app import create_app
+from tidings.api.auth import ALL_SCOPES, issue_key
 from tidings.service import Service
 from tidings.settings import Settings
+from tidings.store import api_keys
+from tidings.store import schema as schema_tables
 from tidings.store.schema import metadata
 
 T = TypeVar("T")
@@ -98,6 +103,18 @@ class Api:
         self.thread.start()
         self.service = Service.from_settings(settings)
         self.app = create_app(self.service)
+        self.key, stored = issue_key("fuzz", [scope.value for scope in ALL_SCOPES], "default")
+        self.run(api_keys.insert(self.service.db, stored))
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def headers_for(self, case: schemathesis.Case) -> dict[str, str]:
+        """A valid key in place of the one schemathesis made up; none where it left the
+        header out on purpose (a negative case: the answer must then be 401)."""
+        given = {name.lower() for name in (case.headers or {})}
+        return self.headers if "authorization" in given else {}
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=60)
@@ -106,7 +123,8 @@ class Api:
         async def empty() -> None:
             async with self.service.db.engine.begin() as conn:
                 for table in reversed(metadata.sorted_tables):
-                    await conn.execute(table.delete())
+                    if table is not schema_tables.api_key:  # the key the calls carry
+                        await conn.execute(table.delete())
             self.service.types.invalidate()
             await self.service.templates.reload_now()
 
@@ -171,7 +189,7 @@ def api(settings: Settings) -> Iterator[Api]:
 @schema.parametrize()
 @HYPOTHESIS
 def test_api_answers_as_its_schema_says(case: schemathesis.Case, api: Api) -> None:
-    case.call_and_validate()
+    case.call_and_validate(headers=api.headers_for(case))
 
 
 USER = "/v1/users/{user_id}"
@@ -191,6 +209,10 @@ class Links(schema.as_state_machine()):  # type: ignore[misc]
     def setup(self) -> None:
         assert forwarder.api is not None
         forwarder.api.empty_database()
+
+    def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+        assert forwarder.api is not None
+        return {"headers": forwarder.api.headers}
 
     def _first(self, input: StepInput) -> StepOutput | None:
         self.recorder.record_case(case=input.case)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,11 @@ import httpx
 import pytest
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
+from tests.test_campaigns import EMAIL_ONLY, _status_is, add_users, post_campaign
 from tidings.policy.unsubscribe import InvalidToken, Unsubscribe, Unsubscriber
 from tidings.providers.sink import SinkProvider
 from tidings.service import Service
+from tidings.store import reports
 
 
 async def sent_message(
@@ -97,3 +100,77 @@ async def test_an_address_without_a_user_is_suppressed(
     assert (await client.post(f"/u/{token}")).status_code == 200
     shown = await client.get("/v1/suppressions/email/fan@example.com")
     assert shown.status_code == 200 and shown.json()["reason"] == "unsubscribe"
+
+
+async def history_of(client: httpx.AsyncClient, message: dict[str, Any]) -> list[str]:
+    shown = (await client.get(f"/v1/notifications/{message['notification_id']}")).json()
+    (found,) = [d for d in shown["deliveries"] if d["id"] == message["delivery_id"]]
+    return [entry["kind"] for entry in found["history"]]
+
+
+async def unsubscribed_in_report(
+    client: httpx.AsyncClient, service: Service, campaign: str, count: int
+) -> dict[str, Any] | None:
+    # PostgreSQL shows an event once every older transaction on the server has ended.
+    while await reports.fold(service.db):
+        pass
+    shown: dict[str, Any] = (await client.get(f"/v1/campaigns/{campaign}/report")).json()
+    return shown if shown["unsubscribed"] >= count else None
+
+
+async def test_an_unsubscribe_through_a_messages_link_counts_in_its_reports(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await put_type(client, "sale", **EMAIL_ONLY)
+    await add_users(client, 3)
+    answer = await post_campaign(client, {"type": "sale", "audience": {"topic": "artist:77"}})
+    campaign = answer.json()["campaignId"]
+    outbox = Path(service.settings.outbox_dir)
+    async with running_dispatcher(service, SinkProvider(outbox)):
+        await eventually(lambda: _status_is(client, campaign, "DONE"), within=20, interval=0.1)
+    messages = sorted(
+        (json.loads(path.read_text()) for path in (outbox / "email").glob("*.json")),
+        key=lambda message: str(message["user_id"]),
+    )
+    assert len(messages) == 3
+    for message in messages:
+        link = message["unsubscribe_url"]
+        assert message["headers"]["List-Unsubscribe"] == f"<{link}>"
+        wanted = service.unsubscriber.read(link.rsplit("/", 1)[1])
+        assert wanted.delivery_id == uuid.UUID(message["delivery_id"])
+        assert wanted.user_id == message["user_id"]
+
+    public = service.settings.public_url
+    first, second, _ = (m["unsubscribe_url"].removeprefix(public) for m in messages)
+    for path in (first, first, second):  # the first link used twice: one unsubscribe
+        assert (await client.post(path)).status_code == 200
+    assert (await history_of(client, messages[0])).count("unsubscribed") == 1
+    assert (await history_of(client, messages[1])).count("unsubscribed") == 1
+    assert "unsubscribed" not in await history_of(client, messages[2])
+    shown = (await client.get(f"/v1/users/{messages[0]['user_id']}/preferences")).json()
+    assert shown["categories"]["marketing"]["email"] is False
+
+    report = await eventually(lambda: unsubscribed_in_report(client, service, campaign, 2))
+    assert report["unsubscribed"] == 2 and report["sent"] == 3
+    assert report["rates"]["unsubscribed"] == round(2 / 3, 4)
+    typed = (await client.get("/v1/types/sale/report")).json()
+    assert typed["unsubscribed"] == 2
+
+
+async def test_a_link_names_its_delivery_under_its_signature(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await client.put("/v1/users/fan/preferences", json={})
+    delivery = uuid.uuid4()
+    token = service.unsubscriber.token(Unsubscribe("marketing", "email", "fan", None, delivery))
+    assert service.unsubscriber.read(token).delivery_id == delivery
+    assert service.unsubscriber.read(link_token(service)).delivery_id is None  # an old link
+    # Another delivery's id under this link's signature.
+    forged = json.dumps(["marketing", "email", "fan", None, uuid.uuid4().hex]).encode()
+    payload = base64.urlsafe_b64encode(forged).rstrip(b"=").decode()
+    swapped = f"{payload}.{token.rsplit('.', 1)[1]}"
+    assert (await client.post(f"/u/{swapped}")).status_code == 400
+    assert await marketing_email_on(client)
+    # A delivery that is not there (gone with retention) still unsubscribes.
+    assert (await client.post(f"/u/{token}")).status_code == 200
+    assert not await marketing_email_on(client)

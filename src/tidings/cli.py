@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand
 
+from tidings import logs
 from tidings.settings import Settings
 from tidings.simulator.cli import simulate
 
@@ -68,9 +69,21 @@ PortOption = Annotated[
 ]
 UrlOption = Annotated[
     str,
-    typer.Option(metavar="URL", envvar="TIDINGS_URL", help="Base URL of a running tidings API."),
+    typer.Option(
+        metavar="URL",
+        envvar="TIDINGS_URL",
+        help="Base URL of a running tidings API (its API key: TIDINGS_API_KEY).",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the raw JSON instead.")]
+NoAuthOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-auth",
+        help="Serve an address other than loopback while no API key exists "
+        "(behind a gateway that authenticates).",
+    ),
+]
 
 
 def _settings(config: Path | None, **overrides: Any) -> Settings:
@@ -90,15 +103,13 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
 
 
 def _logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("TIDINGS_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """JSON lines off a terminal, the human format on one (docs/operations.md, Logs)."""
+    logs.configure()
 
 
 def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool, **kafka: Any) -> None:
-    """``kafka``: ``relay=True`` and/or ``worker=WorkerPlan(...)`` (runner.run)."""
-    from tidings.runner import run
+    """``kafka``: ``relay=True`` and/or ``worker=WorkerPlan(...)``, or ``sock`` (runner.run)."""
+    from tidings.runner import StartRefused, run
 
     _logging()
     job = run(settings, api=api, dispatch=dispatch, migrate=migrate, **kafka)
@@ -107,9 +118,13 @@ def _run(settings: Settings, api: bool, dispatch: bool, migrate: bool, **kafka: 
     try:
         import uvloop
     except ImportError:
-        asyncio.run(job)
+        runner: Any = asyncio.run
     else:
-        uvloop.run(job)
+        runner = uvloop.run
+    try:
+        runner(job)
+    except StartRefused as refused:
+        fail(str(refused))
 
 
 def _kafka_settings(config: Path | None, command: str) -> Settings:
@@ -150,20 +165,63 @@ def _choose(option: str, given: str | None, kind: Any) -> tuple[Any, ...]:
 
 
 @app.command(cls=Command)
-def serve(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
+def serve(
+    config: ConfigOption = None,
+    host: HostOption = None,
+    port: PortOption = None,
+    no_auth: NoAuthOption = False,
+) -> None:
     """Run everything in one process: migrate, the API and the dispatcher (embedded mode;
     with the Kafka transport, the API, a relay and a worker)."""
-    settings = _settings(config, host=host, port=port)
+    settings = _settings(config, host=host, port=port, allow_no_keys=no_auth or None)
     if settings.transport == "kafka":
         _run(settings, api=True, dispatch=False, migrate=True, relay=True, worker=_plan(settings))
     else:
         _run(settings, api=True, dispatch=True, migrate=True)
 
 
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        "-w",
+        min=1,
+        metavar="N",
+        help="API processes sharing the port (one event loop each); about one per CPU the "
+        "API may use, when one process's CPU is what limits POST /v1/notifications. Each "
+        "keeps its own per-key rate limits.",
+    ),
+]
+
+
 @app.command(cls=Command)
-def api(config: ConfigOption = None, host: HostOption = None, port: PortOption = None) -> None:
-    """Run only the HTTP API (server mode; run `tidings migrate` first)."""
-    _run(_settings(config, host=host, port=port), api=True, dispatch=False, migrate=False)
+def api(
+    config: ConfigOption = None,
+    host: HostOption = None,
+    port: PortOption = None,
+    no_auth: NoAuthOption = False,
+    workers: WorkersOption = 1,
+) -> None:
+    """Run only the HTTP API (server mode; run `tidings migrate` first). With --workers N,
+    N processes accept on one port, as behind a load balancer but on one machine."""
+    settings = _settings(config, host=host, port=port, allow_no_keys=no_auth or None)
+    if workers == 1:
+        _run(settings, api=True, dispatch=False, migrate=False)
+        return
+    from tidings.runner import run_workers
+
+    _logging()
+    code = run_workers(workers, settings, _serve_api_worker)
+    if code:
+        raise typer.Exit(code)
+
+
+def _serve_api_worker(settings: Settings, sock: Any) -> None:
+    """One of ``api --workers``'s processes, on the socket its parent bound."""
+    try:
+        _run(settings, api=True, dispatch=False, migrate=False, sock=sock)
+    except typer.Exit as exited:  # fail(): the message is printed, the code is the child's
+        raise SystemExit(exited.exit_code) from None
 
 
 @app.command(cls=Command)
@@ -209,19 +267,61 @@ def worker(
 
 @app.command(cls=Command)
 def migrate(config: ConfigOption = None) -> None:
-    """Create or upgrade the database schema to the latest migration."""
+    """Create or upgrade the database schema to the latest migration. On PostgreSQL a new
+    or small database is put on day partitions; a larger one stays on plain tables until
+    `tidings partitions enable`."""
     from tidings.store.engine import connect
     from tidings.store.migrate import current_revision, upgrade
+    from tidings.store.partitions import partition_status
 
-    async def _migrate() -> str | None:
-        db = connect(_settings(config).database_url)
+    async def _migrate() -> str:
+        settings = _settings(config)
+        db = connect(settings.database_url)
         try:
-            await upgrade(db)
-            return await current_revision(db)
+            await upgrade(db, partitions_ahead=settings.partitions_ahead)
+            done = f"schema at revision {await current_revision(db)}"
+            if not db.is_postgres:
+                return done
+            found = await partition_status(db)
         finally:
             await db.dispose()
+        if not found.partitioned:
+            return f"{done}\nplain tables, not day partitions: see `tidings partitions enable`"
+        days = found.days["notification"]
+        return f"{done}\nday partitions {days[0]} to {days[-1]}" if days else done
 
-    console.print(f"schema at revision {asyncio.run(_migrate())}")
+    console.print(asyncio.run(_migrate()), highlight=False, soft_wrap=True)
+
+
+@app.command(cls=Command)
+def retention(config: ConfigOption = None) -> None:
+    """Apply the retention now (dispatchers do it hourly): delete in batches the
+    notifications older than retention_days whose deliveries are all final (or, on day
+    partitions, drop such days and make the partitions ahead), prune idempotency keys older
+    than idempotency_days."""
+    from tidings.clock import utcnow
+    from tidings.store.engine import connect
+    from tidings.store.partitions import ensure_partitions, run_retention
+
+    settings = _settings(config)
+
+    async def _apply() -> str:
+        db = connect(settings.database_url)
+        try:
+            now = utcnow()
+            await ensure_partitions(db, now.date(), settings.partitions_ahead)
+            done = await run_retention(db, now, settings.retention_days, settings.idempotency_days)
+        finally:
+            await db.dispose()
+        dropped = ", ".join(map(str, done.dropped_days)) or "none"
+        kept = ", ".join(map(str, done.kept_days)) or "none"
+        return (
+            f"days dropped: {dropped}\nold days kept (deliveries in progress): {kept}\n"
+            f"notifications deleted: {done.notifications_deleted}\n"
+            f"idempotency keys pruned: {done.keys_deleted}"
+        )
+
+    console.print(asyncio.run(_apply()))
 
 
 @app.command("webhook-secret", cls=Command)
@@ -255,6 +355,32 @@ def webhook_secret(
     print(secret)
 
 
+T = TypeVar("T")
+
+
+def in_database(config: Path | None, work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``work`` on the configured database, once it is migrated (the commands that work
+    on the database itself, not through the API: keys, partitions)."""
+    from tidings.store.engine import connect
+    from tidings.store.migrate import is_current
+
+    settings = _settings(config)
+
+    async def run() -> T:
+        db = connect(settings.database_url)
+        try:
+            if not await is_current(db):
+                fail(
+                    "the database is not migrated: run `tidings migrate` "
+                    "(or start `tidings serve` once) first"
+                )
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
 def fail(message: str) -> None:
     # Not cut into lines: a message names its field whole, for grep and copy.
     console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
@@ -262,6 +388,10 @@ def fail(message: str) -> None:
 
 
 def http_request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> httpx.Response:
+    """A request to the API, with the key in TIDINGS_API_KEY (if set)."""
+    key = os.environ.get("TIDINGS_API_KEY")
+    if key:
+        kwargs["headers"] = {**kwargs.get("headers", {}), "Authorization": f"Bearer {key}"}
     try:
         return httpx.request(method, url, timeout=timeout, **kwargs)
     except httpx.HTTPError as error:
@@ -485,12 +615,13 @@ def templates_apply(
 
 app.command("simulate", cls=Command)(simulate)
 
-# `tidings campaign ...` lives in its own module, which adds itself to `app`; imported last,
-# as it uses the helpers above (and either module may be imported first).
-import tidings.campaign_cli  # noqa: E402, F401
+# `tidings campaign ...` and `tidings keys ...` live in modules of their own, which add
+# themselves to `app`; imported last, as they use the helpers above.
+from tidings import campaign_cli, keys_cli, partitions_cli  # noqa: E402, F401
 
 
 def main() -> None:
+    _logging()  # every command: its records (and warnings) in the one format
     try:
         app()
     except KeyboardInterrupt:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Iterator
 
 import uuid_utils
 
 _UNKNOWN = uuid.SafeUUID.unknown
 _set = object.__setattr__
+_MS_SHIFT = 80  # a UUID v7's top 48 bits are its Unix millisecond
+_VERSION = 0x7 << 76
+_VARIANT = 0b10 << 62
+_RAND_B = (1 << 62) - 1
 
 
 def new_id() -> uuid.UUID:
@@ -16,7 +22,29 @@ def new_id() -> uuid.UUID:
     Built without ``UUID.__init__``, whose argument checks and enum lookup cost twice the
     generation itself; two ids are made per accepted notification.
     """
-    value = uuid.UUID.__new__(uuid.UUID)
-    _set(value, "int", uuid_utils.uuid7().int)
-    _set(value, "is_safe", _UNKNOWN)
-    return value
+    return _uuid(uuid_utils.uuid7().int)
+
+
+def _uuid(value: int) -> uuid.UUID:
+    made = uuid.UUID.__new__(uuid.UUID)
+    _set(made, "int", value)
+    _set(made, "is_safe", _UNKNOWN)
+    return made
+
+
+def delivery_ids(notification_id: uuid.UUID) -> Iterator[uuid.UUID]:
+    """Increasing UUID v7s in ``notification_id``'s millisecond: a notification's
+    deliveries, in the order they are made. On day partitions a delivery's id then names
+    its notification's day exactly, so an outcome or a Kafka ticket, which carry only the
+    delivery id, address its partition by name (docs/architecture.md, Retention and
+    partitions).
+
+    The 74 bits after the version are a random start (its top bit clear, leaving room to
+    count) plus one per id: ids of other notifications of the same millisecond start
+    elsewhere at random (RFC 9562's monotonic random method), so they stay unique.
+    """
+    prefix = (notification_id.int >> _MS_SHIFT) << _MS_SHIFT | _VERSION | _VARIANT
+    counter = int.from_bytes(os.urandom(10)) >> 7  # 73 random bits
+    while True:
+        counter += 1
+        yield _uuid(prefix | (counter >> 62) << 64 | (counter & _RAND_B))

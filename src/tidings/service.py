@@ -11,6 +11,7 @@ from tidings.settings import Settings
 from tidings.store.engine import Database, connect
 from tidings.store.types import TypeCatalog
 from tidings.store.wakeup import Wakeup
+from tidings.tracking.engagement_links import EngagementLinks
 
 
 @dataclass
@@ -21,12 +22,16 @@ class Service:
     types: TypeCatalog = field(init=False)
     templates: TemplateCatalog = field(init=False)
     unsubscriber: Unsubscriber = field(init=False)
+    engagement: EngagementLinks = field(init=False)
 
     def __post_init__(self) -> None:
         self.types = TypeCatalog(self.db)
         self.templates = TemplateCatalog(self.db)
         secret = load_secret(self.settings.secret_key, self.settings.secret_file)
         self.unsubscriber = Unsubscriber(secret, self.settings.public_url)
+        self.engagement = EngagementLinks(
+            secret, self.settings.public_url, self.settings.tracking_link_days
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Service:

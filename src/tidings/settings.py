@@ -30,6 +30,7 @@ from tidings.campaigns.settings import CampaignSettings
 from tidings.dispatch.breaker import BreakerSettings
 from tidings.dispatch.deactivation_guard import DeactivationGuardSettings
 from tidings.dispatch.lane_settings import Lanes
+from tidings.dispatch.producer_webhooks import ProducerWebhookSettings
 from tidings.dispatch.ratelimit import RateLimitSettings
 from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Channel
@@ -70,11 +71,23 @@ class Settings(BaseSettings):
     namespace: str = "default"
     # Where recipients reach this service (unsubscribe links); use https in production.
     public_url: str = "http://127.0.0.1:8000"
-    # Signs unsubscribe links. Unset: a random one kept in secret_file.
+    # Open-pixel and click links (docs/tracking.md) stop working after this many days.
+    tracking_link_days: int = Field(default=365, ge=1, le=3650)
+    # Signs unsubscribe, open and click links. Unset: a random one kept in secret_file.
     secret_key: str | None = None
     secret_file: Path = Path("./tidings.secret")
+    # API keys (docs/security.md): a revoked key stops working within this many seconds in
+    # every API process, as does the open access of a service whose first key was just made.
+    api_key_refresh_seconds: float = Field(default=2.0, ge=0, le=300)
+    # Serve on an address other than loopback while no API key exists (`--no-auth`).
+    allow_no_keys: bool = False
     # One log line per HTTP request; off by default (paths can carry user ids and tokens).
     access_log: bool = False
+    # Metrics (docs/operations.md): a directory every process of one service writes its
+    # metrics to, for /metrics to add them up (sets PROMETHEUS_MULTIPROC_DIR); None: each
+    # process serves its own. And how stale the gauges read from the database may be.
+    metrics_dir: Path | None = None
+    metrics_refresh_seconds: float = Field(default=5.0, ge=0, le=300)
 
     # Provider accounts by name: kind (smtp, sendgrid, twilio, fcm, apns, webhook, sink,
     # noop, record), credentials, rate_per_second, max_in_flight, timeout.
@@ -93,12 +106,25 @@ class Settings(BaseSettings):
     # return_path), run by the processes that run the API. None: not run.
     bounces: BounceSettings | None = None
 
+    # Events pushed to producers' webhook endpoints (docs/events.md, Webhooks).
+    webhooks: ProducerWebhookSettings = Field(default_factory=ProducerWebhookSettings)
+
     lanes: Lanes = Field(default_factory=Lanes)
     # Campaign expansion: page size, the expander's lease, due spikes, cancel's wait.
     campaigns: CampaignSettings = Field(default_factory=CampaignSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     lease_seconds: float = Field(default=60.0, gt=0)
     reaper_interval: float = Field(default=5.0, gt=0)
+    # Retention (docs/architecture.md, Retention and partitions): notifications, deliveries
+    # and events are kept this many days, then dropped with their day's partition (on
+    # PostgreSQL's day partitions, the default) or deleted in batches (plain tables: SQLite,
+    # or a PostgreSQL database the migration found too large to convert), unless one of
+    # their deliveries is still in progress. Idempotency keys are kept ``idempotency_days``:
+    # after that, a key used again makes a new notification. Day partitions are made
+    # ``partitions_ahead`` days ahead.
+    retention_days: int = Field(default=30, ge=1)
+    idempotency_days: int = Field(default=7, ge=1)
+    partitions_ahead: int = Field(default=7, ge=1, le=366)
     outcome_flush_interval: float = Field(default=0.01, gt=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
     # A delivery held by quiet hours goes out at the window's end plus up to this many seconds.

@@ -9,25 +9,35 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from tidings import __version__
 from tidings.api import errors, openapi
+from tidings.api.auth import PUBLIC, Keyring
 from tidings.api.body_limit import BodySizeLimit
+from tidings.api.request_id import RequestId
 from tidings.api.routes import (
     campaigns,
+    dashboard,
     deadletters,
     email_webhooks,
+    engagement,
+    events,
     health,
+    metrics,
     notifications,
     preferences,
     providers,
     registry,
+    replies,
+    reports,
     ses_webhooks,
     suppressions,
     templates,
     topics,
     unsubscribe,
     vonage_webhooks,
+    webhook_endpoints,
     webhooks,
 )
 from tidings.api.text_guard import TextGuard
@@ -43,23 +53,38 @@ ROUTERS = (
     registry.router,
     preferences.router,
     suppressions.router,
+    replies.router,
     topics.router,
     campaigns.router,
+    reports.router,
     templates.router,
     providers.router,
     deadletters.router,
+    events.router,
+    webhook_endpoints.router,
     unsubscribe.router,
+    engagement.router,
     webhooks.router,
     vonage_webhooks.router,
     email_webhooks.router,
     ses_webhooks.router,
     health.router,
+    metrics.router,
+    dashboard.router,
 )
+
+
+class _App(FastAPI):
+    """Request ids outermost, outside even Starlette's error middleware: a 500 answer and
+    its log line carry the request's id too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return RequestId(super().build_middleware_stack())
 
 
 def create_app(service: Service) -> FastAPI:
     """The HTTP API over ``service``; the caller owns the service's lifecycle."""
-    app = FastAPI(
+    app = _App(
         title="tidings",
         version=__version__,
         description="Multi-channel notifications: accepted means durable, sent once.",
@@ -68,6 +93,9 @@ def create_app(service: Service) -> FastAPI:
     )
     _serve_docs_offline(app)
     app.state.service = service
+    app.state.keyring = Keyring(
+        service.db, service.settings.namespace, service.settings.api_key_refresh_seconds
+    )
     app.state.group_commit = GroupCommit(functools.partial(accept, service))
     errors.install(app)
     openapi.allow_every_method(app, ROUTERS)
@@ -99,7 +127,7 @@ def _serve_docs_offline(app: FastAPI) -> None:
     page works without internet access. (ReDoc has no packaged copy: /redoc is off.)"""
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs")
 
-    @app.get("/docs", include_in_schema=False)
+    @app.get("/docs", include_in_schema=False, dependencies=PUBLIC)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",

@@ -114,7 +114,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Refusal)
     async def _refused(_request: Request, exc: Refusal) -> JSONResponse:
-        return error_response(exc.status_code, exc.code, exc.message, exc.field)
+        return error_response(exc.status_code, exc.code, exc.message, exc.field, exc.headers)
 
     @app.exception_handler(HTTPException)
     async def _http(_request: Request, exc: HTTPException) -> JSONResponse:

@@ -19,9 +19,11 @@ from fastapi.routing import APIRoute, APIRouter
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from tidings.api.auth import route_scope
 from tidings.api.errors import error_response
 from tidings.api.routes import notifications, preferences, registry, suppressions, templates
 from tidings.api.schemas import BatchIn, ErrorResponse
+from tidings.intake.requests import NotificationIn
 
 _ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
 
@@ -34,6 +36,11 @@ _INVALID = {"422": "a value is invalid; `error.field` names it"}
 # The router's own answer when a path parameter cannot be routed (it holds "/" or a line
 # break), besides any route's "no such resource".
 _UNROUTABLE = {"404": "no such resource, or no route for this path"}
+_AUTH_ERRORS = {
+    "401": "no valid API key (Authorization: Bearer <key>)",
+    "403": "the API key lacks this route's scope",
+    "429": "the API key's accept rate is spent; retry after Retry-After seconds",
+}
 _ANY_ERRORS = {
     # api/text_guard.py: NUL or a lone surrogate in the path, the query or a header.
     "400": "the request holds text no database stores (NUL, a lone surrogate)",
@@ -52,6 +59,7 @@ def document(app: FastAPI, routers: Sequence[APIRouter]) -> None:
             _add_batch_body(schema)
             _declare_errors(schema)
             _add_links(schema, _operation_ids(routers))
+            _declare_scopes(schema, routers)
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -59,10 +67,12 @@ def document(app: FastAPI, routers: Sequence[APIRouter]) -> None:
 
 
 def _add_batch_body(schema: dict[str, Any]) -> None:
-    """The batch route reads its body itself (see routes/notifications.py): document it."""
-    body = BatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    """The notification routes read their bodies themselves (see routes/notifications.py):
+    document them."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update({**body.pop("$defs", {}), "BatchIn": body})
+    for name, model in (("BatchIn", BatchIn), ("NotificationIn", NotificationIn)):
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update({**body.pop("$defs", {}), name: body})
 
 
 def _declare_errors(schema: dict[str, Any]) -> None:
@@ -86,6 +96,27 @@ def _declare_errors(schema: dict[str, Any]) -> None:
     # FastAPI's own 422 format is never sent.
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
+
+
+def _declare_scopes(schema: dict[str, Any], routers: Sequence[APIRouter]) -> None:
+    """Each operation says the scope it needs (``x-tidings-scope``; "public": no key) and,
+    when it needs one, answers 401 and 403."""
+    for route in _api_routes(routers):
+        if not route.include_in_schema:
+            continue  # an HTML page (/dashboard) or /metrics: no operation to annotate
+        scope = route_scope(route.dependencies)
+        for method in route.methods or ():
+            operation = schema["paths"][route.path_format][method.lower()]
+            operation["x-tidings-scope"] = scope
+            if scope in (None, "public"):
+                operation.pop("security", None)
+                continue
+            for code, description in _AUTH_ERRORS.items():
+                if code == "429" and scope != "send":
+                    continue  # only submissions count against a key's rate
+                content = {"application/json": {"schema": _ERROR}}
+                answer = {"description": description, "content": content}
+                operation["responses"].setdefault(code, answer)
 
 
 def _is_fastapi_validation_error(response: dict[str, Any]) -> bool:

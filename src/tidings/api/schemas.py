@@ -168,6 +168,11 @@ def _collapse_key_bytes(value: str | None) -> str | None:
 COLLAPSE_KEY_BYTES = 64
 
 
+class TypeTracking(ApiModel):
+    opens: StrictBool | None = None
+    clicks: StrictBool | None = None
+
+
 class TypeIn(ApiModel):
     category: Category
     priority: Priority
@@ -195,6 +200,12 @@ class TypeIn(ApiModel):
         "bytes as UTF-8: APNs' limit for apns-collapse-id)",
     )
     email: TypeEmail | None = None
+    tracking: TypeTracking | None = Field(
+        default=None,
+        description="opens and clicks measured by tidings in this type's email (an open "
+        "pixel, links rewritten to signed redirects); default: on for marketing, off for "
+        "other categories",
+    )
 
     _collapse_key_fits = field_validator("collapse_key")(_collapse_key_bytes)
 
@@ -259,6 +270,17 @@ class HistoryEntry(ApiModel):
     detail: dict[str, Any] | None = None
 
 
+class Engagement(ApiModel):
+    """Opens and clicks tidings measured (docs/tracking.md); human opens leave out machine
+    fetches (Apple Mail Privacy Protection, scanners)."""
+
+    opens: int
+    human_opens: int
+    clicks: int
+    first_opened_at: datetime | None
+    first_clicked_at: datetime | None
+
+
 class DeliveryOut(ApiModel):
     id: uuid.UUID
     channel: str
@@ -278,6 +300,9 @@ class DeliveryOut(ApiModel):
     sent_at: datetime | None
     updated_at: datetime
     history: list[HistoryEntry]
+    engagement: Engagement | None = Field(
+        default=None, description="email only: opens and clicks measured by tidings"
+    )
 
 
 class NotificationOut(ApiModel):
@@ -302,6 +327,14 @@ class SuppressionOut(ApiModel):
     address: str
     reason: str
     created_at: datetime
+
+
+class InboundReplyOut(ApiModel):
+    account: str
+    sender: str = Field(description="the replying number, masked")
+    keyword: str | None
+    action: Literal["suppressed", "lifted", "none"]
+    at: datetime
 
 
 _CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
@@ -455,3 +488,104 @@ class TopicOut(ApiModel):
 class UserTopicsOut(ApiModel):
     user_id: str
     topics: list[str]
+
+
+class EventOut(ApiModel):
+    """One event, shaped as Standard Webhooks recommends: ``type``, ``timestamp``, ``data``
+    (with the ids of its notification, delivery and campaign)."""
+
+    id: str = Field(description="this event's cursor: ask for events after it")
+    type: str
+    timestamp: datetime
+    data: dict[str, Any]
+
+
+class EventPage(ApiModel):
+    events: list[EventOut]
+    next: str | None = Field(description="the cursor to ask with next (after=)")
+
+
+class EndpointIn(ApiModel):
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[Annotated[str, StringConstraints(max_length=40)]] = Field(
+        min_length=1, max_length=20, description="event types, as in GET /v1/events"
+    )
+    types: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] | None = Field(
+        default=None, max_length=100, description="only these notification types"
+    )
+
+
+class EndpointOut(ApiModel):
+    id: uuid.UUID
+    url: str
+    events: list[str]
+    types: list[str] | None
+    status: Literal["active", "disabled"]
+    disabled_reason: str | None
+    created_at: datetime
+
+
+class EndpointCreated(EndpointOut):
+    secret: str = Field(description="whsec_...: shown once; verify webhook-signature with it")
+
+
+class SecretRotated(ApiModel):
+    secret: str
+    previous_valid_until: datetime
+
+
+class EndpointAttempt(ApiModel):
+    webhook_id: str
+    type: str
+    status: Literal["PENDING", "SENT", "FAILED"]
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    created_at: datetime
+    sent_at: datetime | None
+    next_attempt_at: datetime | None
+
+
+class SkippedCounts(ApiModel):
+    total: int
+    by_reason: dict[str, int]
+
+
+class OpenCounts(ApiModel):
+    total: int
+    unique: int = Field(description="deliveries opened at least once")
+    unique_human: int = Field(
+        description="deliveries opened at least once by other than a machine (Apple Mail "
+        "Privacy Protection, scanners)"
+    )
+
+
+class ClickCounts(ApiModel):
+    total: int
+    unique: int = Field(description="deliveries with at least one click")
+
+
+class ReportRates(ApiModel):
+    """Shares of ``sent``; None while nothing was sent."""
+
+    delivered: float | None
+    bounced: float | None
+    complained: float | None
+    unsubscribed: float | None
+    opened: float | None = Field(description="unique human opens / sent")
+    clicked: float | None = Field(description="unique clicks / sent")
+
+
+class Report(ApiModel):
+    sent: int
+    delivered: int
+    bounced: int
+    complained: int
+    unsubscribed: int
+    failed: int
+    expired: int
+    cancelled: int
+    skipped: SkippedCounts
+    opened: OpenCounts
+    clicked: ClickCounts
+    rates: ReportRates

@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidings.campaigns.planning import planned_at
-from tidings.ids import new_id
+from tidings.ids import delivery_ids, new_id
 from tidings.policy.accept_time import skip_unwanted
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
@@ -82,16 +82,18 @@ class Planner:
         c = self.campaign
         profile = recipients.profiles.get(user_id)
         zone = profile.timezone if profile else None
+        notification_id = new_id()
+        ids = delivery_ids(notification_id)  # in its millisecond: its day's partition
         deliveries: list[DeliveryDraft] = []
         for channel in c.channels:
             found = recipients.addresses(user_id, channel)
             if not found:
                 deliveries.append(
-                    DeliveryDraft(new_id(), channel, "", Status.SKIPPED, "no_address")
+                    DeliveryDraft(next(ids), channel, "", Status.SKIPPED, "no_address")
                 )
-            deliveries.extend(DeliveryDraft(new_id(), channel, address) for address in found)
+            deliveries.extend(DeliveryDraft(next(ids), channel, address) for address in found)
         return NotificationDraft(
-            id=new_id(),
+            id=notification_id,
             namespace=c.namespace,
             idempotency_key=idempotency_key(c, user_id),
             request_hash=c.request_hash,

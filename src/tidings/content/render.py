@@ -45,6 +45,7 @@ from jinja2 import Template as JinjaTemplate
 from jinja2 import TemplateError, UndefinedError, nodes
 from markupsafe import escape
 
+from tidings.content.render_cache import RenderCache, variables_read
 from tidings.content.sandbox import (
     MAX_CHARS,
     BoundedEnvironment,
@@ -53,6 +54,7 @@ from tidings.content.sandbox import (
     set_expired,
 )
 from tidings.content.static import StaticProblem, check_static
+from tidings.metrics import RENDER_CACHE
 from tidings.providers.base import Content
 
 MAX_NODES = 2000  # per part; compiling 2,000 takes about 30 ms (and as much GIL)
@@ -112,7 +114,8 @@ def compile_part(part: str, source: str, *, html: bool = False) -> Part:
     except RecursionError:
         raise TemplateRejected(part, "expressions nested too deeply") from None
     pieces = _plain_pieces(tree)
-    return Part(template, pieces, html, inline=pieces is not None or _inline(tree))
+    inline = pieces is not None or _inline(tree)
+    return Part(template, pieces, html, inline=inline, reads=variables_read([tree]))
 
 
 def _check_node_count(tree: nodes.Template) -> None:
@@ -130,7 +133,7 @@ class Part:
     escaping, the same error for an undefined name) at a fraction of the cost of building a
     Jinja2 context. Everything else renders through Jinja2, its output cut at ``MAX_CHARS``."""
 
-    __slots__ = ("html", "inline", "pieces", "template")
+    __slots__ = ("html", "inline", "pieces", "reads", "template")
 
     def __init__(
         self,
@@ -139,11 +142,14 @@ class Part:
         html: bool,
         *,
         inline: bool = False,
+        reads: frozenset[str] | None = None,
     ) -> None:
         self.template = template
         self.pieces = pieces  # (literal text, False) or (variable name, True)
         self.html = html
         self.inline = inline  # cheap enough to render on the event loop
+        # The variables its output depends on; None: it may differ for the same values.
+        self.reads = reads
 
     def render(self, scope: dict[str, Any]) -> str:
         """``scope`` must hold the environment's globals too (see ``CompiledTemplate``)."""
@@ -158,7 +164,10 @@ class Part:
             try:
                 value = scope[text]
             except KeyError:
-                raise UndefinedError(f"{text!r} is undefined") from None
+                # The environment's globals, as Jinja2 would (``render`` may not merge them).
+                if text not in TEXT.globals:
+                    raise UndefinedError(f"{text!r} is undefined") from None
+                value = TEXT.globals[text]
             out.append(escape(value) if self.html else str(value))
         return "".join(out)
 
@@ -259,18 +268,46 @@ class CompiledTemplate:
         parts = [self.subject, self.text, self.html, *self.data.values()]
         return all(part.inline for part in parts if part is not None)
 
+    @functools.cached_property
+    def plain(self) -> bool:
+        """Every part is text and ``{{ name }}`` only (``Part.pieces``)."""
+        parts = [self.subject, self.text, self.html, *self.data.values()]
+        return all(part.pieces is not None for part in parts if part is not None)
+
+    @functools.cached_property
+    def reads(self) -> frozenset[str] | None:
+        """The variables its content depends on; None: it may differ for the same values."""
+        names: set[str] = set()
+        for part in (self.subject, self.text, self.html, *self.data.values()):
+            if part is not None:
+                if part.reads is None:
+                    return None
+                names |= part.reads
+        return frozenset(names)
+
     async def render_async(self, variables: dict[str, Any]) -> Content:
-        """The content; off the event loop unless every part is cheap (``inline``)."""
+        """The content; off the event loop unless every part is cheap (``inline``), and
+        then reused for the same values of what it reads (``render_cache.py``)."""
         if self.inline:
             return self.render(variables)
+        reads = self.reads
+        key = None if reads is None else CACHE.key((self.id, self.version), reads, variables)
+        if key is not None and (content := CACHE.get(key)) is not None:
+            RENDER_CACHE.labels("hit").inc()
+            return content
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_workers(), self.render, variables)
+        content = await loop.run_in_executor(_workers(), self.render, variables)
+        if key is not None:
+            RENDER_CACHE.labels("miss").inc()
+            CACHE.put(key, content)
+        return content
 
     def render(self, variables: dict[str, Any]) -> Content:
         """The content, or ``RenderError`` for whatever went wrong (see the module
         docstring); a part that is not ``inline`` renders under the deadline."""
-        # The environment's globals (range, dict, ...) merged once for every part.
-        scope = {**TEXT.globals, **variables}
+        # The environment's globals (range, dict, ...) merged once for every part; plain
+        # ``{{ name }}`` parts look them up themselves, and skip the copy.
+        scope = variables if self.plain else {**TEXT.globals, **variables}
         try:
             if self.inline:
                 return self._render(scope)
@@ -301,6 +338,8 @@ def _render(part: Part | None, scope: dict[str, Any]) -> str | None:
 
 
 _pool: ThreadPoolExecutor | None = None
+# Contents of worker-thread templates, per process (render_cache.py).
+CACHE = RenderCache()
 
 
 def _workers() -> ThreadPoolExecutor:

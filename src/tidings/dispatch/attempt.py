@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.compose import NoTemplate, compose
 from tidings.content.render import RenderError
 from tidings.content.variables import template_variables
+from tidings.dispatch import observed
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
@@ -21,6 +23,8 @@ from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.outcomes import Outcome
 from tidings.store.users import UserProfile
+from tidings.tracking.engagement_links import EngagementLinks
+from tidings.tracking.html_links import tracked_links, with_open_pixel
 
 MAX_ERROR_LENGTH = 1000
 
@@ -34,6 +38,7 @@ class Composer:
     templates: TemplateCatalog
     unsubscriber: Unsubscriber | None = None
     sms_max_segments: int = 10
+    engagement: EngagementLinks | None = None
 
     async def message(
         self, claimed: ClaimedDelivery, rules: TypeRules, profile: UserProfile | None
@@ -53,6 +58,8 @@ class Composer:
                 self.sms_max_segments,
             )
             content, version = rendered.content, rendered.template.version
+            if claimed.channel == Channel.EMAIL.value and content.html:
+                content = self._tracked(claimed, rules, content)
         except NoTemplate:
             if claimed.channel != Channel.WEBHOOK.value:
                 raise
@@ -80,8 +87,21 @@ class Composer:
             _email_details(message, rules.email or {}, claimed.email or {})
         return message, version
 
+    def _tracked(self, claimed: ClaimedDelivery, rules: TypeRules, content: Content) -> Content:
+        """The HTML part with its links and open pixel (docs/tracking.md), if the type asks."""
+        links = self.engagement
+        if links is None or not (rules.track_opens or rules.track_clicks) or not content.html:
+            return content
+        html = content.html
+        if rules.track_clicks:
+            html = tracked_links(html, partial(links.click_url, claimed.id), links.is_ours)
+        if rules.track_opens:
+            html = with_open_pixel(html, links.open_url(claimed.id))
+        return replace(content, html=html)
+
     def _unsubscribe(self, claimed: ClaimedDelivery) -> tuple[dict[str, str], str | None]:
-        """Every marketing message offers a way out; email also in its headers (RFC 8058)."""
+        """Every marketing message offers a way out; email also in its headers (RFC 8058).
+        The link names the delivery, so that its unsubscribe counts in its reports."""
         if self.unsubscriber is None or claimed.category != Category.MARKETING.value:
             return {}, None
         request = Unsubscribe(
@@ -89,6 +109,7 @@ class Composer:
             claimed.channel,
             claimed.user_id,
             None if claimed.user_id else claimed.address,
+            claimed.id,
         )
         headers = {}
         if claimed.channel == Channel.EMAIL.value:
@@ -212,8 +233,9 @@ class Sender:
     ) -> Outcome:
         name = target.account or target.provider.name
         try:
-            async with asyncio.timeout(self.send_timeout):
-                result = await target.provider.send(message)
+            with observed.provider_call(name, claimed.channel):
+                async with asyncio.timeout(self.send_timeout):
+                    result = await target.provider.send(message)
         except ProviderError as error:
             target.report(error)
             failure = Failure(error.kind, str(error), name, error.retry_after, error.ambiguous)
@@ -260,12 +282,14 @@ class Sender:
             # send it twice, which this account refuses (on_ambiguous = "fail").
             kind = FailureKind.AMBIGUOUS
         decision = rules.retry.decide(claimed.attempts, kind, now, self.rng, failure.retry_after)
-        detail = {
+        detail: dict[str, object] = {
             "attempt": claimed.attempts,
             "error": error,
             "kind": kind.value,
             "provider": provider,
         }
+        if failure.ambiguous:
+            detail["perhapsSent"] = True  # a retry may send it twice (on_ambiguous = retry)
         if decision.retry_at is not None:
             return Outcome(
                 delivery_id=claimed.id,

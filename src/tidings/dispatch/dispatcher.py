@@ -26,6 +26,7 @@ from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.reaping import reap_every
+from tidings.dispatch.retention import RetentionPlan, maintain_every
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.send_checks import SendTimeChecks
 from tidings.dispatch.sending import LaneContext
@@ -85,6 +86,9 @@ class Dispatcher:
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.guard_sync = GuardSync(service.db, self.protection.guard, self.id)
+        self.retention = RetentionPlan(
+            settings.retention_days, settings.idempotency_days, settings.partitions_ahead
+        )
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())
         rng = rng or random.Random()
@@ -103,7 +107,12 @@ class Dispatcher:
             rng=rng,
             protection=self.protection,
             sender=Sender(
-                Composer(service.templates, service.unsubscriber, settings.sms_max_segments),
+                Composer(
+                    service.templates,
+                    service.unsubscriber,
+                    settings.sms_max_segments,
+                    service.engagement,
+                ),
                 settings.provider_timeout,
                 rng,
             ),
@@ -137,6 +146,7 @@ class Dispatcher:
             asyncio.create_task(self._report_providers(stop)),
             asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
+            asyncio.create_task(maintain_every(self.retention, self.service.db, stop)),
         ]
         if self.worker is None:
             # A worker is woken by its topics; the relays expand campaigns.

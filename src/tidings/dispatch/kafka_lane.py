@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 COMMIT_WAIT_SECONDS = 10.0
 # Between attempts to reach a broker that is down.
 RECONNECT_SECONDS = 1.0
+# How often an idle lane checks that its positions are still inside the partitions' logs.
+TRUNCATION_CHECK_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class KafkaLane:
         self.pipeline = SendPipeline(priority, context)
         self.topics = {topic_name(priority, c): Channel(c).value for c in plan.channels}
         self.offsets = OffsetTracker()
+        self._checked_at = 0.0
 
     @property
     def in_flight(self) -> int:
@@ -161,8 +164,41 @@ class KafkaLane:
             records = await consumer.getmany(
                 *ready, timeout_ms=self.plan.kafka.fetch_wait_ms, max_records=min(budgets.values())
             )
+            if not records:
+                await self._restart_truncated(consumer, ready)
         if records:
             await self._take(consumer, records)
+
+    async def _restart_truncated(
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+    ) -> None:
+        """Read from the start a partition whose log ends before this lane's position.
+
+        A broker that lost its log (a restart without storage, a topic made again) may still
+        be handed the old offsets, by this lane's own commits or a previous owner's. Kafka
+        answers a fetch past the log's end with OFFSET_OUT_OF_RANGE and aiokafka resets to
+        ``earliest``; a broker that answers with nothing instead (tansu) would leave the
+        partition unread until it grew past that offset. Everything in such a log is newer
+        than the position, so reading it from its start is the same reset, done here.
+        """
+        now = asyncio.get_running_loop().time()
+        if now - self._checked_at < TRUNCATION_CHECK_SECONDS:
+            return
+        self._checked_at = now
+        assigned = consumer.assignment()
+        for partition in partitions:
+            if partition not in assigned:  # revoked meanwhile (a rebalance during the fetch)
+                continue
+            end = consumer.highwater(partition)
+            if end is None or await consumer.position(partition) <= end:
+                continue
+            log.warning(
+                "%s lane: %s ends before our position; reading it from its start",
+                self.priority,
+                partition,
+            )
+            self.offsets.forget([partition])
+            await consumer.seek_to_beginning(partition)
 
     def _budget(self, channel: str) -> int:
         free = self.settings.concurrency - self.pipeline.in_flight_of(channel)

@@ -92,7 +92,11 @@ class OutcomeWriter:
         for outcome in batch:
             if await self._write([outcome]):
                 continue
-            log.error("delivery %s: outcome refused; writing its plain form", outcome.delivery_id)
+            log.error(
+                "delivery %s: outcome refused; writing its plain form",
+                outcome.delivery_id,
+                extra={"delivery_id": outcome.delivery_id},
+            )
             if not await self._write([_plain(outcome)]) and not await reachable(self.db):
                 return False  # gone meanwhile: the batch is tried again (written rows are fenced)
         return True

@@ -31,6 +31,7 @@ from tidings.dispatch.deactivation_guard import (
     DeactivationGuardSettings,
     GuardStatus,
 )
+from tidings.dispatch.observed import TokenWaits
 from tidings.dispatch.ratelimit import (
     LocalRateLimiter,
     RateLimiter,
@@ -55,6 +56,7 @@ class Protection:
     # The fleet's in-flight caps through Redis (None: this process's semaphores alone).
     slots: RedisSlots | None = None
     guard: DeactivationGuard = field(default_factory=DeactivationGuard)
+    token_waits: TokenWaits = field(default_factory=TokenWaits)
     _pauses: set[asyncio.Task[None]] = field(default_factory=set)
     _targets: dict[tuple[str, str, str | None], Target] = field(default_factory=dict)
 
@@ -111,7 +113,9 @@ class Protection:
 
     def _tokens(self, accounts: set[str], priority: Priority) -> int | None:
         """The tokens ``accounts`` hold for ``priority``; None when one is unlimited."""
-        tokens = [self.limiter.available(account, priority) for account in accounts]
+        found = {account: self.limiter.available(account, priority) for account in accounts}
+        self.token_waits.saw(found, priority)  # how long an account had none (metrics)
+        tokens = list(found.values())
         if any(t is None for t in tokens):
             return None
         return sum(t or 0 for t in tokens)

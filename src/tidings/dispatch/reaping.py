@@ -11,6 +11,7 @@ from tidings.dispatch.waiting import sleep_unless
 from tidings.priorities import Priority
 from tidings.store.claims import reap_expired_leases
 from tidings.store.engine import Database
+from tidings.store.tracking import settle_early
 from tidings.store.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -18,10 +19,12 @@ log = logging.getLogger(__name__)
 
 async def reap_every(interval: float, db: Database, wakeup: Wakeup, stop: asyncio.Event) -> None:
     """Every ``interval`` until ``stop``: return expired leases (SENDING and QUEUED) to
-    PENDING and wake every lane; a failure is logged and tried again."""
+    PENDING and wake every lane, and apply the provider statuses that outran their send's
+    outcome (store/tracking.settle_early); a failure is logged and tried again."""
     while not stop.is_set():
         try:
             reaped = await reap_expired_leases(db, utcnow())
+            await settle_early(db, utcnow())
         except Exception as error:
             log.warning("reaper failed (%s); trying again", type(error).__name__)
             reaped = 0

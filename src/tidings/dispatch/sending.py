@@ -13,7 +13,9 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from tidings import logs
 from tidings.clock import utcnow
+from tidings.dispatch import observed
 from tidings.dispatch.attempt import (
     Sender,
     Target,
@@ -105,7 +107,7 @@ class SendPipeline:
             if outcome is None:
                 ready.append(delivery)
             else:
-                self.context.writer.put(outcome)
+                self._put(delivery, outcome)
         if not ready:
             return [], {}
         try:
@@ -115,8 +117,9 @@ class SendPipeline:
                 "%s lane: send-time checks failed (%s)", self.priority.value, error_name(error)
             )
             checked = await self._check_apart(ready, now)
+        by_id = {delivery.id: delivery for delivery in ready}
         for outcome in checked.outcomes:
-            self.context.writer.put(outcome)
+            self._put(by_id.get(outcome.delivery_id), outcome)
         return checked.send, checked.profiles
 
     def _drop_cancelled(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
@@ -124,10 +127,17 @@ class SendPipeline:
         keep = []
         for delivery in claimed:
             if delivery.campaign_id is not None and delivery.campaign_id in self.context.cancelled:
-                self.context.writer.put(cancelled(delivery))
+                self._put(delivery, cancelled(delivery))
             else:
                 keep.append(delivery)
         return keep
+
+    def _put(self, delivery: ClaimedDelivery | None, outcome: Outcome) -> None:
+        """To the writer, counted on the way (dispatch/observed.py)."""
+        self.context.writer.put(outcome)
+        if delivery is not None:
+            observed.outcome(delivery, outcome)
+            _log_outcome(delivery, outcome)
 
     async def _check_apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
         """The checks of a batch that failed, run for each delivery alone: one the checks
@@ -157,6 +167,7 @@ class SendPipeline:
             delivery.id,
             error_name(error),
             error_where(error),
+            extra=delivery_fields(delivery),
         )
         return poisoned(delivery, error)
 
@@ -179,9 +190,9 @@ class SendPipeline:
             # A little jitter, so deferred rows do not all come back in the same instant.
             until = now + timedelta(seconds=wait.until_seconds * self.context.rng.uniform(1, 1.2))
             if wait.reason == HELD and wait.account is not None:
-                self.context.writer.put(held(delivery, until, wait.account))
+                self._put(delivery, held(delivery, until, wait.account))
             else:
-                self.context.writer.put(deferred(delivery, until, wait.reason))
+                self._put(delivery, deferred(delivery, until, wait.reason))
         return admission.send
 
     async def _platforms(self, send: list[ClaimedDelivery]) -> dict[str, str]:
@@ -194,7 +205,9 @@ class SendPipeline:
     def _start(
         self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str
     ) -> asyncio.Task[None]:
-        task = asyncio.create_task(self._send(delivery, profile, account))
+        # Every line logged while sending, down in the provider too, names the delivery.
+        context = logs.context_with(**delivery_fields(delivery), account=account)
+        task = asyncio.create_task(self._send(delivery, profile, account), context=context)
         self._tasks[task] = delivery.channel
         task.add_done_callback(self._finished)
         return task
@@ -233,7 +246,7 @@ class SendPipeline:
             raise
         except Exception as error:
             outcome = self._poisoned(delivery, error)
-        context.writer.put(outcome)
+        self._put(delivery, outcome)
 
     async def _attempt_once(
         self,
@@ -271,6 +284,45 @@ class SendPipeline:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def delivery_fields(delivery: ClaimedDelivery) -> dict[str, object]:
+    """What a log line about ``delivery`` carries: ids, never its address or content."""
+    return {
+        "request_id": delivery.request_id,
+        "notification_id": delivery.notification_id,
+        "delivery_id": delivery.id,
+        "campaign_id": delivery.campaign_id,
+        "channel": delivery.channel,
+    }
+
+
+def _log_outcome(delivery: ClaimedDelivery, outcome: Outcome) -> None:
+    """A line per outcome, a failure at INFO and the others at DEBUG: its kind, reason and
+    account, never the error's text (it can quote the provider's answer, address and all)."""
+    level = logging.INFO if outcome.status is Status.FAILED else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    kind = outcome.failure_kind.value if outcome.failure_kind is not None else None
+    reason = (outcome.event_detail or {}).get("reason")
+    event = outcome.event if outcome.event != "failed" else None  # the status says it
+    why = ", ".join(str(part) for part in (event, kind, reason) if part)
+    log.log(
+        level,
+        "%s delivery %s after attempt %d%s%s",
+        delivery.channel,
+        outcome.status.value,
+        outcome.claimed_attempts,
+        f" ({why})" if why else "",
+        f" via {outcome.provider}" if outcome.provider else "",
+        extra={
+            **delivery_fields(delivery),
+            "account": outcome.provider,
+            "status": outcome.status.value,
+            "failure_kind": kind,
+            "reason": reason,
+        },
+    )
 
 
 def error_name(error: BaseException) -> str:

@@ -22,6 +22,9 @@ class TypeRules:
     collapse_key: str | None = None
     # The type's email sender (fromAddress, fromName, replyTo); None: the account's.
     email: Mapping[str, Any] | None = None
+    # Opens and clicks measured by tidings in the type's email (docs/tracking.md).
+    track_opens: bool = False
+    track_clicks: bool = False
 
 
 class TypeRulebook:
@@ -67,4 +70,6 @@ class TypeRulebook:
             kind.default_locale,
             kind.collapse_key,
             kind.email,
+            kind.tracked["opens"],
+            kind.tracked["clicks"],
         )

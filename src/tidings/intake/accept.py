@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from tidings.clock import utcnow
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.intake.drafts import IntakeContext, ItemError, build_draft, needs_devices, user_ids
+from tidings.intake.observed import count_accepted
 from tidings.intake.requests import NotificationIn
 from tidings.policy.accept_time import skip_unwanted
 from tidings.priorities import Channel
@@ -26,21 +28,38 @@ log = logging.getLogger(__name__)
 ItemResult = AcceptResult | ItemError
 
 
-async def accept(service: Service, items: Sequence[tuple[str, NotificationIn]]) -> list[ItemResult]:
-    """Accept ``(idempotency_key, request)`` pairs; one result per pair, in order."""
-    context = await _context(service, [item for _, item in items])
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One notification as a caller submitted it: a group commit gathers several callers'
+    submissions into one transaction, so each carries whose it is."""
+
+    idempotency_key: str
+    request: NotificationIn
+    # The caller's API key namespace: idempotency keys are unique within it.
+    namespace: str
+    request_id: str | None = None
+
+
+async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResult]:
+    """Accept ``items``; one result per item, in order."""
+    context = await _context(service, [item.request for item in items])
     results: list[ItemResult | NotificationDraft] = []
-    for key, item in items:
+    for item in items:
         try:
-            results.append(build_draft(item, key, context))
+            draft = build_draft(item.request, item.idempotency_key, item.namespace, context)
         except ItemError as error:
             results.append(error)
+            continue
+        draft.request_id = item.request_id
+        results.append(draft)
     await _refuse_without_templates(service, results, context)
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     # Accept-time policy (docs/architecture.md, Policy check order), shared with campaigns.
     await skip_unwanted(service.db, drafts, lambda name: context.types[name].required)
-    stored = iter(await _store(service, drafts, context.now) if drafts else [])
-    answers = [next(stored) if isinstance(r, NotificationDraft) else r for r in results]
+    stored = await _store(service, drafts, context.now) if drafts else []
+    count_accepted(drafts, stored)  # metrics (intake/observed.py)
+    answered = iter(stored)
+    answers = [next(answered) if isinstance(r, NotificationDraft) else r for r in results]
     # Lanes in this process start at once; other processes hear HIGH through pg_notify.
     for priority in {d.priority for d in drafts if d.send_at is None}:
         service.wakeup.notify(priority)
@@ -59,7 +78,12 @@ async def _store(
         if not unstorable(error):
             raise
         if len(drafts) == 1:
-            log.warning("unstorable notification: %s", type(error).__name__)
+            draft = drafts[0]
+            log.warning(
+                "unstorable notification: %s",
+                type(error).__name__,
+                extra={"request_id": draft.request_id, "notification_id": draft.id},
+            )
             return [
                 ItemError(
                     "unstorable",
@@ -131,7 +155,6 @@ async def _context(service: Service, items: Sequence[NotificationIn]) -> IntakeC
     }
     tokens = await users.active_device_tokens(service.db, device_users)
     return IntakeContext(
-        namespace=settings.namespace,
         now=utcnow(),
         types=types,
         users=profiles,

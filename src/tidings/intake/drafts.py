@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidings.ids import new_id
+from tidings.ids import delivery_ids, new_id
 from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
 from tidings.priorities import Category, Channel, Priority
 from tidings.refusal import Refusal
@@ -30,7 +31,6 @@ class ItemError(Refusal):
 class IntakeContext:
     """What the drafts need from the registry, read once per request or batch."""
 
-    namespace: str
     now: datetime
     types: dict[str, NotificationType]
     users: dict[str, UserProfile]
@@ -60,7 +60,9 @@ def request_hash(item: NotificationIn, data_json: str) -> str:
     return hashlib.sha256(f"{envelope}\n{data_json}".encode()).hexdigest()
 
 
-def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> NotificationDraft:
+def build_draft(
+    item: NotificationIn, key: str, namespace: str, context: IntakeContext
+) -> NotificationDraft:
     """The draft for one request, or raise ``ItemError`` naming the offending field."""
     kind = context.types.get(item.type)
     if kind is None:
@@ -71,12 +73,13 @@ def build_draft(item: NotificationIn, key: str, context: IntakeContext) -> Notif
     data_json = canonical_data(item)
     _check_data(item, data_json, context.max_data_bytes)
     send_at = _send_at(item, context)
-    deliveries = _deliveries(item, kind, context)
+    notification_id = new_id()
+    deliveries = _deliveries(item, kind, context, delivery_ids(notification_id))
     email = _email_options(item, kind, deliveries)
     due_at = _due_at(send_at, priority, context.due_spread_seconds)
     return NotificationDraft(
-        id=new_id(),
-        namespace=context.namespace,
+        id=notification_id,
+        namespace=namespace,
         idempotency_key=key,
         request_hash=request_hash(item, data_json),
         type=item.type,
@@ -208,8 +211,9 @@ _ADDRESS_FIELD = {
 
 
 def _deliveries(
-    item: NotificationIn, kind: NotificationType, context: IntakeContext
+    item: NotificationIn, kind: NotificationType, context: IntakeContext, ids: Iterator[uuid.UUID]
 ) -> list[DeliveryDraft]:
+    """One draft per channel and address; ``ids`` are the notification's delivery ids."""
     allowed = [Channel(c) for c in kind.channels]
     explicit = item.channels is not None
     channels = list(dict.fromkeys(item.channels)) if item.channels else allowed
@@ -232,8 +236,8 @@ def _deliveries(
                 _ADDRESS_FIELD[channel],
             )
         if not addresses:
-            drafts.append(DeliveryDraft(new_id(), channel, "", Status.SKIPPED, "no_address"))
-        drafts.extend(DeliveryDraft(new_id(), channel, address) for address in addresses)
+            drafts.append(DeliveryDraft(next(ids), channel, "", Status.SKIPPED, "no_address"))
+        drafts.extend(DeliveryDraft(next(ids), channel, address) for address in addresses)
     if all(d.status is Status.SKIPPED for d in drafts):
         _refuse_unknown_user(item, context)
         raise ItemError(

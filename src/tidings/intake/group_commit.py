@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from tidings import logs
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -55,9 +57,10 @@ class GroupCommit(Generic[Item, Result]):
     def _start_drainer(self) -> None:
         if not self._queue or self._draining >= self._max_in_flight:
             return
-        # A task of its own: a cancelled request must not abort the others' commit.
+        # A task of its own: a cancelled request must not abort the others' commit. It
+        # commits every caller's items: its log lines carry no caller's request id.
         self._draining += 1
-        task = asyncio.create_task(self._drain())
+        task = asyncio.create_task(self._drain(), context=logs.context_without())
         self._tasks.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._tasks.discard)
 

@@ -1,7 +1,7 @@
 """Apple Push Notification service over HTTP/2, with token (JWT) authentication.
 
 ``POST {base_url}/3/device/{token}``; errors are ``{"reason": ...}`` classified per Apple's
-table (see /work/shared/reference/providers.md, section 1).
+table (docs/providers.md, How each adapter classifies errors, APNs).
 """
 
 from __future__ import annotations

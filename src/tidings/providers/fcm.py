@@ -2,7 +2,7 @@
 
 ``POST {base_url}/v1/projects/{project}/messages:send`` with an OAuth2 access token of a
 service account. Errors are classified by the ``FcmError`` errorCode in the error details
-(see /work/shared/reference/providers.md, section 2).
+(docs/providers.md, How each adapter classifies errors, FCM).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from tidings.providers.base import (
 )
 from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 
 # The custom variable naming the delivery (``v:`` on the request, ``user-variables`` after).
@@ -72,14 +73,10 @@ class MailgunProvider:
         self.account = account
         self._clock = clock
         self._path = f"/v3/{quote(account.domain, safe='')}/messages"
-        limits = httpx.Limits(
-            max_connections=account.max_in_flight,
-            max_keepalive_connections=account.max_in_flight,
-        )
-        self._client = httpx.AsyncClient(
+        self._client = pooled_client(
+            account.max_in_flight,
             base_url=account.base_url.rstrip("/"),
             timeout=account.timeout,
-            limits=limits,
             auth=httpx.BasicAuth("api", account.api_key.get_secret_value()),
         )
 

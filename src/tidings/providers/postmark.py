@@ -31,6 +31,7 @@ from tidings.providers.base import (
 )
 from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
@@ -111,14 +112,10 @@ class PostmarkProvider:
         self.name = name
         self.account = account
         self._clock = clock
-        limits = httpx.Limits(
-            max_connections=account.max_in_flight,
-            max_keepalive_connections=account.max_in_flight,
-        )
-        self._client = httpx.AsyncClient(
+        self._client = pooled_client(
+            account.max_in_flight,
             base_url=account.base_url.rstrip("/"),
             timeout=account.timeout,
-            limits=limits,
             headers={
                 TOKEN_HEADER: account.server_token.get_secret_value(),
                 "Accept": "application/json",

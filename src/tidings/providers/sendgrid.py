@@ -35,6 +35,7 @@ from tidings.providers.base import (
 )
 from tidings.providers.email_api import require_content
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 from tidings.tracking.sendgrid_webhook import load_public_key
 
@@ -86,14 +87,10 @@ class SendGridProvider:
         self.name = name
         self.account = account
         self._clock = clock
-        limits = httpx.Limits(
-            max_connections=account.max_in_flight,
-            max_keepalive_connections=account.max_in_flight,
-        )
-        self._client = httpx.AsyncClient(
+        self._client = pooled_client(
+            account.max_in_flight,
             base_url=account.base_url.rstrip("/"),
             timeout=account.timeout,
-            limits=limits,
             headers={"Authorization": f"Bearer {account.api_key.get_secret_value()}"},
         )
 

@@ -36,6 +36,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.mime import wire_address
 from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.ses_content import send_email_body
@@ -144,12 +145,8 @@ class SesProvider:
             account.session_token.get_secret_value() if account.session_token else None,
         )
         self._scope = Scope(account.region, SERVICE)
-        limits = httpx.Limits(
-            max_connections=account.max_in_flight,
-            max_keepalive_connections=account.max_in_flight,
-        )
-        self._client = httpx.AsyncClient(
-            base_url=account.endpoint, timeout=account.timeout, limits=limits
+        self._client = pooled_client(
+            account.max_in_flight, base_url=account.endpoint, timeout=account.timeout
         )
 
     async def send(self, message: Message) -> SendResult:

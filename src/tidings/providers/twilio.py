@@ -23,6 +23,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
@@ -96,10 +97,8 @@ class TwilioProvider:
             f"{account.base_url.rstrip('/')}/2010-04-01/Accounts/{account.account_sid}"
             "/Messages.json"
         )
-        self._client = httpx.AsyncClient(
-            auth=account.request_auth(),
-            timeout=account.timeout,
-            limits=httpx.Limits(max_connections=account.max_in_flight),
+        self._client = pooled_client(
+            account.max_in_flight, auth=account.request_auth(), timeout=account.timeout
         )
 
     async def send(self, message: Message) -> SendResult:

@@ -27,6 +27,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.http_errors import no_answer
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.vonage_auth import ApplicationJwt, load_rsa_key
 from tidings.states import Effect
@@ -94,10 +95,8 @@ class VonageProvider:
         self.name = name
         self.account = account
         self._url = f"{account.base_url.rstrip('/')}/v1/messages"
-        self._client = httpx.AsyncClient(
-            auth=account.request_auth(),
-            timeout=account.timeout,
-            limits=httpx.Limits(max_connections=account.max_in_flight),
+        self._client = pooled_client(
+            account.max_in_flight, auth=account.request_auth(), timeout=account.timeout
         )
 
     async def send(self, message: Message) -> SendResult:

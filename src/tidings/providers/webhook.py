@@ -29,6 +29,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
+from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses
 from tidings.states import Effect
@@ -60,11 +61,11 @@ class WebhookProvider:
     def __init__(self, name: str, account: WebhookAccount) -> None:
         self.name = name
         self.account = account
-        self._client = httpx.AsyncClient(
+        self._client = pooled_client(
+            account.max_in_flight,
             timeout=account.timeout,
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment would bypass the address check
-            limits=httpx.Limits(max_connections=account.max_in_flight),
             headers={"user-agent": USER_AGENT},
         )
 

@@ -46,6 +46,9 @@ class Behaviour(BaseModel):
     reports: dict[str, float] = Field(default_factory=dict)
     # Milliseconds from acceptance to the report.
     report_delay_ms: float = Field(default=50.0, ge=0, le=600_000)
+    # Milliseconds between retries of a refused report; default: the provider's own wait
+    # (SNS: 20 s, three retries). Tests shorten it; the number of retries stays the real one.
+    report_retry_ms: float | None = Field(default=None, ge=0, le=600_000)
     # SMTP only: EHLO offers SMTPUTF8 (RFC 6531), as Postfix and Gmail do; off, a non-ASCII
     # address or header is refused (read at each EHLO).
     smtputf8: bool = True

@@ -23,7 +23,7 @@ from tidings.simulator.behaviour import ProviderState
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
 PARALLEL = 16
-RETRY_SECONDS = 0.2
+RETRY_SECONDS = 0.3
 SendBatch = Callable[[httpx.AsyncClient, list[object]], Awaitable[httpx.Response]]
 
 
@@ -34,6 +34,10 @@ class Reporter:
     state: ProviderState
     send: SendBatch
     batch: int = 1
+    # The provider's own retry policy for a refused post (a behaviour's report_retry_ms
+    # shortens the wait, never the count).
+    attempts: int = ATTEMPTS
+    retry_seconds: float = RETRY_SECONDS
     _queue: list[tuple[float, object]] = field(default_factory=list)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -83,7 +87,7 @@ class Reporter:
 
     async def _post(self, items: list[object]) -> None:
         assert self._client is not None
-        for attempt in range(ATTEMPTS):
+        for attempt in range(self.attempts):
             try:
                 response = await self.send(self._client, items)
                 if response.is_success:
@@ -92,9 +96,13 @@ class Reporter:
                 self._warn("report refused: %s %s", response.status_code, response.text[:200])
             except httpx.HTTPError as error:
                 self._warn("report not posted: %r", error)
-            if attempt + 1 < ATTEMPTS:
-                await asyncio.sleep(RETRY_SECONDS * (attempt + 1))
+            if attempt + 1 < self.attempts:
+                await asyncio.sleep(self._retry_delay())
         self.state.counts["reports_failed"] += len(items)
+
+    def _retry_delay(self) -> float:
+        shorter = self.state.behaviour.report_retry_ms
+        return self.retry_seconds if shorter is None else shorter / 1000
 
     def _warn(self, text: str, *args: object) -> None:
         """The first failure is a warning (tidings not listening?), the rest are counted."""

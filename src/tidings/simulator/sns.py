@@ -76,7 +76,8 @@ class SnsTopic:
         self.confirmed = False
         self.held: list[dict[str, str]] = []
         self._asked_at: float | None = None  # when the confirmation was last posted
-        self.reporter = Reporter(state, self._post)
+        # SNS's default HTTP/S delivery policy: three retries, 20 s apart.
+        self.reporter = Reporter(state, self._post, attempts=4, retry_seconds=20.0)
 
     def routes(self) -> list[BaseRoute]:
         return [

@@ -2,24 +2,30 @@
 
 The claim is one atomic statement per dialect (docs/architecture.md, Claims, leases, fences
 and the reaper), side by side below: it moves due PENDING rows to SENDING, sets a lease and
-counts the attempt. A claimed row is read by column name, never by position: the columns
-are listed once (``CLAIM_COLUMNS``), and the RETURNING clause and ``ClaimedDelivery`` follow.
+counts the attempt. On day partitions it is one such statement per day's partition, oldest
+day first, until the batch is full (store/partition_days.py). A claimed row is read by
+column name, never by position: the columns are listed once (``CLAIM_COLUMNS``), and the
+RETURNING clause and ``ClaimedDelivery`` follow.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
+import asyncpg.exceptions
 import sqlalchemy as sa
 
 from tidings.ids import new_id
 from tidings.priorities import Priority
 from tidings.states import Status
 from tidings.store.engine import Database
+from tidings.store.partition_days import day_tables
+from tidings.store.partitions import partition_name
 from tidings.store.schema import delivery, delivery_event, notification
 
 
@@ -44,6 +50,8 @@ class ClaimedDelivery:
     provider_msg_id: str | None = None
     # The notification's email details (replyTo, cc, bcc), as the API took them.
     email: dict[str, Any] | None = None
+    # The HTTP request that submitted the notification, for the log lines of its sends.
+    request_id: str | None = None
 
 
 _DELIVERY_COLUMNS = (
@@ -65,6 +73,7 @@ _NOTIFICATION_COLUMNS = (
     notification.c.user_id,
     notification.c.send_at,
     notification.c.email,
+    notification.c.request_id,
 )
 # Every column a claim returns, by the name of its ClaimedDelivery field.
 CLAIM_COLUMNS = tuple(c.name for c in (*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS))
@@ -116,29 +125,48 @@ async def claim_due(
 
 
 # Concurrent dispatchers skip each other's locked rows. Plain SQL through asyncpg: this runs
-# for every delivery, and asyncpg prepares it once per connection.
+# for every delivery, and asyncpg prepares it once per connection. On day partitions the
+# statement names one day's tables (``_pg_claim_in``), so it locks those alone.
 _PG_CLAIM = """
 WITH due AS (
-    SELECT id FROM delivery
+    SELECT id, notification_id FROM {delivery}
     WHERE status = 'PENDING' AND priority = $1 AND next_attempt_at <= $2 {channels}
     ORDER BY next_attempt_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-UPDATE delivery AS d
+UPDATE {delivery} AS d
 SET status = 'SENDING', attempts = d.attempts + 1, lease_until = $4, updated_at = $2
-FROM due, notification AS n
-WHERE d.id = due.id AND n.id = d.notification_id
+FROM due, {notification} AS n
+WHERE d.id = due.id AND d.notification_id = due.notification_id
+    AND n.id = due.notification_id
 RETURNING {returning}
 """
 CLAIM_RETURNING = ", ".join(
     [f"d.{c.name}" for c in _DELIVERY_COLUMNS] + [f"n.{c.name}" for c in _NOTIFICATION_COLUMNS]
 )
-_PG_CLAIM_ANY = _PG_CLAIM.format(channels="", returning=CLAIM_RETURNING)
 # A lane sizes a claim per rate-limited channel (dispatch/protection.claim_budgets).
-_PG_CLAIM_CHANNELS = _PG_CLAIM.format(
-    channels="AND channel = ANY($5::text[])", returning=CLAIM_RETURNING
-)
+_CHANNELS = "AND channel = ANY($5::text[])"
+
+
+@functools.lru_cache(maxsize=256)
+def _pg_claim(delivery_table: str, notification_table: str, by_channel: bool) -> str:
+    return _PG_CLAIM.format(
+        delivery=delivery_table,
+        notification=notification_table,
+        channels=_CHANNELS if by_channel else "",
+        returning=CLAIM_RETURNING,
+    )
+
+
+def _pg_claim_in(day: date | None, by_channel: bool) -> str:
+    """The claim on ``day``'s partitions (a delivery's notification is in its day), or on
+    the parents (None: plain tables)."""
+    if day is None:
+        return _pg_claim("delivery", "notification", by_channel)
+    return _pg_claim(
+        partition_name("delivery", day), partition_name("notification", day), by_channel
+    )
 
 
 async def _claim_postgres(
@@ -149,11 +177,55 @@ async def _claim_postgres(
     lease_until: datetime,
     channels: list[str] | None,
 ) -> list[ClaimedDelivery]:
-    args: list[Any] = [priority.value, now, limit, lease_until]
-    statement = _PG_CLAIM_ANY if channels is None else _PG_CLAIM_CHANNELS
+    today = now.astimezone(UTC).date()
+    tables = await day_tables(db, today)
     async with db.asyncpg() as conn:
-        rows = await conn.fetch(statement, *args, *([] if channels is None else [channels]))
-    return [claimed_from_row(row) for row in rows]
+        if not tables.partitioned:
+            args = _claim_args(priority, limit, now, lease_until, channels)
+            rows = await conn.fetch(_pg_claim_in(None, channels is not None), *args)
+            return [claimed_from_row(row) for row in rows]
+        days = await tables.claim_days(conn, today)
+        return await claim_in_days(
+            conn, days, priority, limit, now, lease_until, channels, tables.gone
+        )
+
+
+def _claim_args(
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    channels: list[str] | None,
+) -> list[Any]:
+    return [priority.value, now, limit, lease_until, *([] if channels is None else [channels])]
+
+
+async def claim_in_days(
+    conn: Any,
+    days: Sequence[date],
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    channels: list[str] | None,
+    gone: Callable[[date], None],
+) -> list[ClaimedDelivery]:
+    """On day partitions: claim from each of ``days``' partitions in turn (asyncpg
+    ``conn``), until ``limit`` are claimed. Each statement locks one day's two tables and
+    their indexes, whatever the number of days; a day no longer there is told to ``gone``."""
+    claimed: list[ClaimedDelivery] = []
+    for day in days:
+        wanted = limit - len(claimed)
+        if wanted <= 0:
+            break
+        args = _claim_args(priority, wanted, now, lease_until, channels)
+        try:
+            rows = await conn.fetch(_pg_claim_in(day, channels is not None), *args)
+        except asyncpg.exceptions.UndefinedTableError:  # dropped by retention since the refresh
+            gone(day)
+            continue
+        claimed += [claimed_from_row(row) for row in rows]
+    return claimed
 
 
 async def _claim_sqlite(

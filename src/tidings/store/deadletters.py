@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from tidings.ids import new_id
 from tidings.states import FailureKind, Status
 from tidings.store.engine import Database
-from tidings.store.schema import delivery, delivery_event
+from tidings.store.schema import delivery, delivery_event, notification
 
 # What the queue holds: failures that retrying later might fix, and ambiguous ones (perhaps
 # sent: an operator decides). A permanent failure (an invalid address) can be replayed too,
@@ -22,12 +22,17 @@ DEAD_KINDS = (FailureKind.EXHAUSTED.value, FailureKind.POISON.value, FailureKind
 
 
 async def list_dead(
-    db: Database, kinds: Collection[str] = DEAD_KINDS, limit: int = 100
+    db: Database, namespace: str, kinds: Collection[str] = DEAD_KINDS, limit: int = 100
 ) -> list[dict[str, Any]]:
-    """The newest failed deliveries of those kinds."""
+    """The newest failed deliveries of those kinds, of notifications in ``namespace``."""
     query = (
         sa.select(delivery)
-        .where(delivery.c.status == Status.FAILED.value, delivery.c.failure_kind.in_(list(kinds)))
+        .join(notification, notification.c.id == delivery.c.notification_id)
+        .where(
+            delivery.c.status == Status.FAILED.value,
+            delivery.c.failure_kind.in_(list(kinds)),
+            notification.c.namespace == namespace,
+        )
         .order_by(delivery.c.updated_at.desc())
         .limit(limit)
     )
@@ -35,9 +40,10 @@ async def list_dead(
         return [dict(row._mapping) for row in await conn.execute(query)]
 
 
-async def replay(db: Database, delivery_id: uuid.UUID, now: datetime) -> str | None:
+async def replay(db: Database, delivery_id: uuid.UUID, namespace: str, now: datetime) -> str | None:
     """Send a FAILED delivery again, with fresh attempts; its priority, or None when it is
-    not FAILED. The failure is kept in the ``replayed`` event. LookupError: no such delivery."""
+    not FAILED. The failure is kept in the ``replayed`` event. LookupError: no such delivery
+    in ``namespace``."""
     statement = (
         sa.update(delivery)
         .where(delivery.c.id == delivery_id, delivery.c.status == Status.FAILED.value)
@@ -51,8 +57,10 @@ async def replay(db: Database, delivery_id: uuid.UUID, now: datetime) -> str | N
         )
         .returning(delivery.c.priority)
     )
-    before = sa.select(delivery.c.failure_kind, delivery.c.last_error, delivery.c.attempts).where(
-        delivery.c.id == delivery_id
+    before = (
+        sa.select(delivery.c.failure_kind, delivery.c.last_error, delivery.c.attempts)
+        .join(notification, notification.c.id == delivery.c.notification_id)
+        .where(delivery.c.id == delivery_id, notification.c.namespace == namespace)
     )
     async with db.engine.begin() as conn:
         previous = (await conn.execute(before)).first()

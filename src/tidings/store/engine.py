@@ -75,7 +75,19 @@ def connect(url: str, pool_size: int = 10) -> Database:
 
 
 def _sqlite_engine(url: sa.URL) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
+    # One connection: every transaction takes SQLite's write lock at BEGIN (below), so a
+    # second connection could only wait for it, in SQLite's busy handler, which sleeps up to
+    # 100 ms between tries (an OTP's claim stuck behind a marketing batch's commit). Waiting
+    # for the pool's one connection is an asyncio queue instead: first come, handed over at
+    # once. Other processes on the same file still meet the busy timeout.
+    engine = create_async_engine(
+        url,
+        connect_args={"timeout": 30},
+        hide_parameters=True,
+        pool_size=1,
+        max_overflow=0,
+        pool_timeout=30,
+    )
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

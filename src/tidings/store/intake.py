@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
 from tidings.store.engine import Database
-from tidings.store.schema import delivery, notification
+from tidings.store.schema import delivery, idempotency_key, notification
 from tidings.store.wakeup import notify_postgres
 
 
@@ -51,6 +51,8 @@ class NotificationDraft:
     due_at: datetime | None = None
     # Email details (replyTo, cc, bcc), camelCase as the API takes them.
     email: dict[str, Any] | None = None
+    # The HTTP request that submitted it (X-Request-Id): the dispatcher's log lines carry it.
+    request_id: str | None = None
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -110,14 +112,18 @@ async def _insert_sqlite(
 async def insert_sqlite(
     conn: AsyncConnection, drafts: Sequence[NotificationDraft], now: datetime
 ) -> set[uuid.UUID]:
-    """Insert the drafts whose keys are new, inside the caller's transaction (SQLite)."""
-    statement = sqlite.insert(notification).on_conflict_do_nothing(
+    """Insert the drafts whose keys are new, inside the caller's transaction (SQLite): the
+    keys first, then the notifications and deliveries of the keys that were inserted."""
+    statement = sqlite.insert(idempotency_key).on_conflict_do_nothing(
         index_elements=["namespace", "idempotency_key"]
     )
-    rows = [_notification_row(draft, now) for draft in drafts]
-    result = await conn.execute(statement.returning(notification.c.id), rows)
-    inserted = {row.id for row in result}
-    deliveries = _delivery_rows([d for d in drafts if d.id in inserted], now)
+    keys = [_key_row(draft, now) for draft in drafts]
+    result = await conn.execute(statement.returning(idempotency_key.c.notification_id), keys)
+    inserted = {row.notification_id for row in result}
+    new = [d for d in drafts if d.id in inserted]
+    if new:
+        await conn.execute(sa.insert(notification), [_notification_row(d, now) for d in new])
+    deliveries = _delivery_rows(new, now)
     if deliveries:
         await conn.execute(sa.insert(delivery), deliveries)
     return inserted
@@ -155,13 +161,23 @@ _PG_NOTIFICATION_COLUMNS = {
     "send_at": "timestamptz",
     "campaign_id": "uuid",
     "email": "jsonb",
+    "request_id": "text",
 }
-_PG_INSERT_NOTIFICATIONS = (
-    _unnest_insert(
-        "notification",
-        _PG_NOTIFICATION_COLUMNS,
-        {"created_at": f"${len(_PG_NOTIFICATION_COLUMNS) + 1}::timestamptz"},
-    )
+_PG_INSERT_NOTIFICATIONS = _unnest_insert(
+    "notification",
+    _PG_NOTIFICATION_COLUMNS,
+    {"created_at": f"${len(_PG_NOTIFICATION_COLUMNS) + 1}::timestamptz"},
+)
+# The keys go first, into their own unpartitioned table (a unique index on the partitioned
+# notification could not span its days): the rows returned are the winners.
+_PG_KEY_COLUMNS = {
+    "namespace": "text",
+    "idempotency_key": "text",
+    "notification_id": "uuid",
+    "request_hash": "text",
+}
+_PG_INSERT_KEYS = (
+    _unnest_insert("idempotency_key", _PG_KEY_COLUMNS, {"created_at": "$5::timestamptz"})
     + " ON CONFLICT (namespace, idempotency_key) DO NOTHING"
     + " RETURNING namespace, idempotency_key"
 )
@@ -199,15 +215,17 @@ async def insert_postgres(
     conn: Any, drafts: Sequence[NotificationDraft], now: datetime
 ) -> set[uuid.UUID]:
     """Insert the drafts whose keys are new, inside the caller's transaction on an asyncpg
-    connection: one statement for the notifications, one for their deliveries."""
-    rows = [_notification_row(draft, now) for draft in drafts]
-    for row, draft in zip(rows, drafts, strict=True):
+    connection: one statement for the keys, one for the notifications of the keys inserted,
+    one for their deliveries."""
+    keys = [_key_row(draft, now) for draft in drafts]
+    found = await conn.fetch(_PG_INSERT_KEYS, *_columns(keys, _PG_KEY_COLUMNS), now)
+    new = list(drafts) if len(found) == len(drafts) else _by_key(drafts, found)
+    rows = [_notification_row(draft, now) for draft in new]
+    for row, draft in zip(rows, new, strict=True):
         row["data"] = draft.data_json or json.dumps(draft.data)
         row["email"] = None if draft.email is None else json.dumps(draft.email)
-    found = await conn.fetch(
-        _PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now
-    )
-    new = list(drafts) if len(found) == len(drafts) else _by_key(drafts, found)
+    if rows:
+        await conn.execute(_PG_INSERT_NOTIFICATIONS, *_columns(rows, _PG_NOTIFICATION_COLUMNS), now)
     deliveries = _delivery_rows(new, now)
     if deliveries:
         await conn.execute(_PG_INSERT_DELIVERIES, *_columns(deliveries, _PG_DELIVERY_COLUMNS), now)
@@ -240,6 +258,16 @@ def _first_per_key(drafts: Sequence[NotificationDraft]) -> list[NotificationDraf
     return first
 
 
+def _key_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]:
+    return {
+        "namespace": draft.namespace,
+        "idempotency_key": draft.idempotency_key,
+        "notification_id": draft.id,
+        "request_hash": draft.request_hash,
+        "created_at": now,
+    }
+
+
 def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]:
     return {
         "id": draft.id,
@@ -255,6 +283,7 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
         "campaign_id": draft.campaign_id,
         "send_at": draft.send_at,
         "email": draft.email,
+        "request_id": draft.request_id,
         "created_at": now,
     }
 
@@ -293,16 +322,17 @@ class _Stored:
 async def _existing(
     db: Database, drafts: Sequence[NotificationDraft]
 ) -> dict[tuple[str, str], _Stored]:
-    """The stored notifications (with deliveries) that the drafts' keys point to."""
+    """The stored notifications (with deliveries) that the drafts' keys point to, found
+    through the key table (a key pruned after ``idempotency_days`` is not found: new)."""
     if not drafts:
         return {}
     keys = {(d.namespace, d.idempotency_key) for d in drafts}
     query = sa.select(
-        notification.c.id,
-        notification.c.namespace,
-        notification.c.idempotency_key,
-        notification.c.request_hash,
-    ).where(sa.tuple_(notification.c.namespace, notification.c.idempotency_key).in_(keys))
+        idempotency_key.c.notification_id.label("id"),
+        idempotency_key.c.namespace,
+        idempotency_key.c.idempotency_key,
+        idempotency_key.c.request_hash,
+    ).where(sa.tuple_(idempotency_key.c.namespace, idempotency_key.c.idempotency_key).in_(keys))
     async with db.engine.connect() as conn:
         found = (await conn.execute(query)).all()
         by_notification: dict[uuid.UUID, list[AcceptedDelivery]] = {row.id: [] for row in found}

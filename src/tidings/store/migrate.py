@@ -13,15 +13,25 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from tidings.clock import utcnow
 from tidings.store.engine import Database
+from tidings.store.partitions import ensure_partitions
 
 _SCRIPTS = Path(__file__).parent / "migrations"
 
 
-def alembic_config(connection: sa.Connection | None = None) -> Config:
+def alembic_config(
+    connection: sa.Connection | None = None,
+    *,
+    partitions_ahead: int = 7,
+    day_partitions: bool = True,
+) -> Config:
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
     config.attributes["connection"] = connection
+    # Read by migration 0026, which puts a PostgreSQL database on day partitions.
+    config.attributes["partitions_ahead"] = partitions_ahead
+    config.attributes["day_partitions"] = day_partitions
     return config
 
 
@@ -29,14 +39,28 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-async def upgrade(db: Database, revision: str = "head") -> None:
-    """Bring the database schema up to ``revision`` (the latest by default)."""
+async def upgrade(
+    db: Database,
+    revision: str = "head",
+    partitions_ahead: int = 7,
+    *,
+    day_partitions: bool = True,
+) -> None:
+    """Bring the database schema up to ``revision`` (the latest by default), then make the
+    day partitions of today and ``partitions_ahead`` days after it (only on a database on
+    day partitions: a no-op on plain tables). On PostgreSQL, migration 0026 puts a new or
+    small database on day partitions; ``day_partitions=False`` keeps it on plain tables
+    (what tests and benchmarks of that layout, and of the conversion, start from)."""
 
     def _run(connection: sa.Connection) -> None:
-        command.upgrade(alembic_config(connection), revision)
+        config = alembic_config(
+            connection, partitions_ahead=partitions_ahead, day_partitions=day_partitions
+        )
+        command.upgrade(config, revision)
 
     async with db.engine.begin() as conn:
         await conn.run_sync(_run)
+    await ensure_partitions(db, utcnow().date(), partitions_ahead)
 
 
 @contextlib.contextmanager

@@ -3,17 +3,20 @@
 Each outcome is fenced by (status SENDING, attempts): a worker whose lease expired and whose
 delivery was claimed again cannot overwrite the newer attempt. The columns an outcome sets
 are listed once (``OUTCOME_COLUMNS``); both dialects' statements and every row's parameters
-are derived from that list by name, so no statement depends on the order of a tuple.
+are derived from that list by name, so no statement depends on the order of a tuple. On
+day partitions an outcome updates its delivery's day's partition by name (the day its id
+names, store/partition_days.py), which locks that table alone.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any
 
@@ -24,6 +27,8 @@ from tidings.states import Effect, FailureKind, Status
 from tidings.store.claims import event_row
 from tidings.store.effects import apply_effects
 from tidings.store.engine import Database
+from tidings.store.partition_days import day_tables, delivery_day
+from tidings.store.partitions import notification_days, partition_name
 from tidings.store.schema import delivery, delivery_event
 
 
@@ -83,25 +88,41 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-_write_outcome = (
-    sa.update(delivery)
-    .where(
-        delivery.c.id == sa.bindparam("b_delivery_id"),
-        delivery.c.status == Status.SENDING.value,
-        delivery.c.attempts == sa.bindparam("b_claimed_attempts"),
+def _update_on(table: sa.TableClause) -> sa.Update:
+    """The fenced update of one outcome on ``table`` (``delivery`` or a day's partition)."""
+    return (
+        sa.update(table)
+        .where(
+            table.c.id == sa.bindparam("b_delivery_id"),
+            table.c.status == Status.SENDING.value,
+            table.c.attempts == sa.bindparam("b_claimed_attempts"),
+        )
+        .values(
+            {name: sa.bindparam(f"b_{name}") for name in OUTCOME_COLUMNS}
+            | {
+                "lease_until": None,
+                "updated_at": sa.bindparam("b_now"),
+                "template_version": sa.func.coalesce(
+                    sa.bindparam("b_template_version", type_=sa.Integer),
+                    table.c.template_version,
+                ),
+            }
+        )
     )
-    .values(
-        {name: sa.bindparam(f"b_{name}") for name in OUTCOME_COLUMNS}
-        | {
-            "lease_until": None,
-            "updated_at": sa.bindparam("b_now"),
-            "template_version": sa.func.coalesce(
-                sa.bindparam("b_template_version", type_=sa.Integer),
-                delivery.c.template_version,
-            ),
-        }
-    )
-)
+
+
+_write_outcome = _update_on(delivery)
+
+
+@functools.lru_cache(maxsize=64)
+def _write_outcome_in(day: date) -> sa.Update:
+    columns = (sa.column(c.name, c.type) for c in delivery.columns)
+    return _update_on(sa.table(partition_name("delivery", day), *columns))
+
+
+def _sa_statement(delivery_id: uuid.UUID, partitioned: bool) -> sa.Update:
+    day = delivery_day(delivery_id) if partitioned else None
+    return _write_outcome if day is None else _write_outcome_in(day)
 
 
 def _sa_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
@@ -110,16 +131,48 @@ def _sa_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
 
 # asyncpg numbers its parameters: each name's number comes from its place in _PARAMS.
 _PG = {name: f"${number}" for number, name in enumerate(_PARAMS, 1)}
-# One row per statement, found by its key: a set-based UPDATE ... FROM unnest() looked
-# better but let the planner, trusting statistics that saw no SENDING rows, pick a scan or
-# a nested loop that made each batch quadratic. asyncpg pipelines the executemany.
-_PG_WRITE_OUTCOME = f"""
-UPDATE delivery
-SET {", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)}, lease_until = NULL,
-    updated_at = {_PG["now"]},
+
+
+def _pg_update(table: str) -> str:
+    """One row per statement, found by its key: a set-based UPDATE ... FROM unnest()
+    looked better but let the planner, trusting statistics that saw no SENDING rows, pick
+    a scan or a nested loop that made each batch quadratic. asyncpg pipelines the
+    executemany."""
+    columns = ", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)
+    return f"""
+UPDATE {table}
+SET {columns}, lease_until = NULL, updated_at = {_PG["now"]},
     template_version = COALESCE({_PG["template_version"]}::integer, template_version)
 WHERE id = {_PG["delivery_id"]} AND status = 'SENDING' AND attempts = {_PG["claimed_attempts"]}
 """
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_write_outcome(days: tuple[uuid.UUID, uuid.UUID]) -> str:
+    """The update on the parent, limited to the days the delivery may live in
+    (store/partitions.py): plain tables, and on day partitions an id near a midnight
+    (partition_days.delivery_day). The bounds are literals, so the planner reads only
+    those days' partitions; a few texts in all, each prepared once per connection."""
+    low, high = days
+    bounds = f"notification_id >= '{low}'::uuid AND notification_id < '{high}'::uuid"
+    return f"{_pg_update('delivery')} AND {bounds}"
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_write_outcome_in(day: date) -> str:
+    """The update on ``day``'s partition of ``delivery``, by name: it locks that table and
+    its indexes alone, where any statement on the parent locks every partition's
+    (docs/benchmarks.md, Day partitions)."""
+    return _pg_update(partition_name("delivery", day))
+
+
+def _pg_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
+    day = delivery_day(delivery_id) if partitioned else None
+    if day is None:
+        return _pg_write_outcome(notification_days(delivery_id))
+    return _pg_write_outcome_in(day)
+
+
 _PG_INSERT_EVENT = """
 INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $3, $4, $5)
 """
@@ -134,46 +187,82 @@ async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetim
     """Write a batch of outcomes with their events and effects, all in one transaction.
 
     An outcome whose fence fails (its lease expired and the delivery was claimed again)
-    changes nothing and leaves no event: the history shows only what took effect.
+    changes nothing and leaves no event: the history shows only what took effect. On day
+    partitions each outcome updates its delivery's day's partition by name.
     """
     if not outcomes:
         return
+    partitioned = db.is_postgres and (await day_tables(db, now.astimezone(UTC).date())).partitioned
+    try:
+        await _write_batch(db, outcomes, now, partitioned)
+    except Exception as error:
+        if not (partitioned and _no_table(error)):
+            raise
+        # A delivery of a day dropped since (so not live: its outcome is fenced out), or
+        # no delivery at all: the parent finds whatever is left to write.
+        await _write_batch(db, outcomes, now, partitioned=False)
+
+
+async def _write_batch(
+    db: Database, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
+) -> None:
     if db.is_postgres and not any(o.effect for o in outcomes):
-        await _write_postgres(db, outcomes, now)  # the hot path: no effects to apply
+        await _write_postgres(db, outcomes, now, partitioned)  # the hot path: no effects
         return
     async with db.engine.begin() as conn:
-        await _write(conn, outcomes, now)
+        await _write(conn, outcomes, now, partitioned)
         await apply_effects(db, conn, outcomes, now)
 
 
-async def _write(conn: AsyncConnection, outcomes: Sequence[Outcome], now: datetime) -> None:
-    quiet = [_sa_params(o, now) for o in outcomes if not o.event]
-    if quiet:
-        await conn.execute(_write_outcome, quiet)
+def _no_table(error: BaseException) -> bool:
+    """Whether ``error`` is PostgreSQL's undefined_table, from asyncpg or SQLAlchemy."""
+    found = getattr(error, "orig", error)
+    return getattr(found, "sqlstate", None) == "42P01"
+
+
+async def _write(
+    conn: AsyncConnection, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
+) -> None:
+    quiet: dict[sa.Update, list[dict[str, Any]]] = {}
+    for outcome in (o for o in outcomes if not o.event):
+        statement = _sa_statement(outcome.delivery_id, partitioned)
+        quiet.setdefault(statement, []).append(_sa_params(outcome, now))
+    for statement, rows in quiet.items():
+        await conn.execute(statement, rows)
     events = []
     for outcome in (o for o in outcomes if o.event):  # the rarer path: failures
-        result = await conn.execute(_write_outcome, _sa_params(outcome, now))
+        statement = _sa_statement(outcome.delivery_id, partitioned)
+        result = await conn.execute(statement, _sa_params(outcome, now))
         if result.rowcount == 1:
             events.append(_outcome_event(outcome, now))
     if events:
         await conn.execute(sa.insert(delivery_event), events)
 
 
-async def _write_postgres(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
-    quiet = [_pg_row(o, now) for o in outcomes if not o.event]
+async def _write_postgres(
+    db: Database, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
+) -> None:
+    quiet: dict[str, list[tuple[Any, ...]]] = {}
+    for outcome in outcomes:
+        if not outcome.event:
+            statement = _pg_statement(outcome.delivery_id, partitioned)
+            quiet.setdefault(statement, []).append(_pg_row(outcome, now))
     loud = [o for o in outcomes if o.event]
     async with db.asyncpg() as conn:
         # No transaction needed: after a failure the batch is written again, and rows already
         # written then fail their fence (no longer SENDING) and change nothing.
-        if quiet:
-            await conn.executemany(_PG_WRITE_OUTCOME, quiet)
+        for statement, rows in quiet.items():
+            await conn.executemany(statement, rows)
         if not loud:
             return
         async with conn.transaction():
             events = [
                 _outcome_event(o, now)
                 for o in loud
-                if await conn.fetchval(_PG_WRITE_OUTCOME + " RETURNING id", *_pg_row(o, now))
+                if await conn.fetchval(
+                    _pg_statement(o.delivery_id, partitioned) + " RETURNING id",
+                    *_pg_row(o, now),
+                )
                 is not None
             ]
             if events:

@@ -14,18 +14,28 @@ without waiting (PostgreSQL waits only for rows that match in its snapshot). So 
 first locks the tickets' rows by id, which waits for the relay's transaction whatever the
 row's status, and then updates them in a second statement, whose new snapshot (READ
 COMMITTED) sees the relay's commit.
+
+On day partitions both name one day's partitions (store/partition_days.py): any statement
+on the partitioned parent would lock every day's tables and indexes.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
+from typing import Any
+
+import asyncpg.exceptions
 
 from tidings.priorities import Priority
 from tidings.store.claims import CLAIM_RETURNING, ClaimedDelivery, claimed_from_row
 from tidings.store.engine import Database
+from tidings.store.partition_days import day_tables, delivery_day
+from tidings.store.partitions import partition_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +52,43 @@ Publish = Callable[[Sequence[Due], datetime], Awaitable[None]]
 
 _DUE = """
 SELECT d.id, d.channel, n.user_id
-FROM delivery AS d JOIN notification AS n ON n.id = d.notification_id
+FROM {delivery} AS d JOIN {notification} AS n ON n.id = d.notification_id
 WHERE d.status = 'PENDING' AND d.priority = $1 AND d.next_attempt_at <= $2 {channels}
 ORDER BY d.next_attempt_at
 LIMIT $3
 FOR UPDATE OF d SKIP LOCKED
 """
-_DUE_ANY = _DUE.format(channels="")
-_DUE_CHANNELS = _DUE.format(channels="AND d.channel = ANY($4::text[])")
 _MARK_QUEUED = """
-UPDATE delivery SET status = 'QUEUED', lease_until = $2, updated_at = $3
+UPDATE {delivery} SET status = 'QUEUED', lease_until = $2, updated_at = $3
 WHERE id = ANY($1::uuid[])
 """
+
+
+def _tables(day: date | None) -> dict[str, str]:
+    """The tables a statement names: ``day``'s partitions, or the parents (None: plain
+    tables, or a delivery id whose day is not certain, partition_days.delivery_day)."""
+    if day is None:
+        return {"delivery": "delivery", "notification": "notification"}
+    return {table: partition_name(table, day) for table in ("delivery", "notification")}
+
+
+@functools.lru_cache(maxsize=128)
+def _due(day: date | None, by_channel: bool) -> str:
+    channels = "AND d.channel = ANY($4::text[])" if by_channel else ""
+    return _DUE.format(channels=channels, **_tables(day))
+
+
+@functools.lru_cache(maxsize=64)
+def _mark_queued(day: date | None) -> str:
+    return _MARK_QUEUED.format(**_tables(day))
+
+
+class _DayGone(Exception):
+    """A day's partition was dropped since the days were read."""
+
+    def __init__(self, day: date) -> None:
+        super().__init__(day)
+        self.day = day
 
 
 async def relay_due(
@@ -67,32 +102,82 @@ async def relay_due(
 ) -> int:
     """Publish up to ``limit`` due deliveries of ``priority`` (of ``channels`` only, when
     given) and mark them QUEUED until ``queued_until``; how many. If ``publish`` raises,
-    nothing is marked and the rows stay PENDING."""
+    nothing is marked and the rows stay PENDING. On day partitions the rows are taken from
+    each day's partition by name, oldest day first, as the dispatcher's claim does."""
     if limit <= 0:
         return 0
-    async with db.asyncpg() as conn, conn.transaction():
-        if channels is None:
-            rows = await conn.fetch(_DUE_ANY, priority.value, now, limit)
-        else:
-            rows = await conn.fetch(_DUE_CHANNELS, priority.value, now, limit, sorted(channels))
-        if not rows:
+    today = now.astimezone(UTC).date()
+    tables = await day_tables(db, today)
+    wanted = sorted(channels) if channels is not None else None
+    async with db.asyncpg() as conn:
+        days: list[date | None] = [None]
+        if tables.partitioned:
+            days = list(await tables.claim_days(conn, today))
+        while True:
+            try:
+                return await _relay(conn, days, priority, limit, now, queued_until, publish, wanted)
+            except _DayGone as gone:  # nothing was published: again without that day
+                tables.gone(gone.day)
+                days.remove(gone.day)
+
+
+async def _relay(
+    conn: Any,
+    days: list[date | None],
+    priority: Priority,
+    limit: int,
+    now: datetime,
+    queued_until: datetime,
+    publish: Publish,
+    channels: list[str] | None,
+) -> int:
+    """One transaction: lock due rows day by day, publish them all, mark them QUEUED."""
+    async with conn.transaction():
+        taken: list[tuple[date | None, list[Any]]] = []
+        total = 0
+        for day in days:
+            if total >= limit:
+                break
+            args = [priority.value, now, limit - total, *([] if channels is None else [channels])]
+            try:
+                rows = await conn.fetch(_due(day, channels is not None), *args)
+            except asyncpg.exceptions.UndefinedTableError as error:
+                if day is None:
+                    raise
+                raise _DayGone(day) from error
+            if rows:
+                taken.append((day, rows))
+                total += len(rows)
+        if not total:
             return 0
-        await publish([Due(r["id"], r["channel"], r["user_id"]) for r in rows], queued_until)
-        await conn.execute(_MARK_QUEUED, [r["id"] for r in rows], queued_until, now)
-    return len(rows)
+        due = [Due(r["id"], r["channel"], r["user_id"]) for _, rows in taken for r in rows]
+        await publish(due, queued_until)
+        for day, rows in taken:  # their tables are locked by now: none can be dropped
+            await conn.execute(_mark_queued(day), [r["id"] for r in rows], queued_until, now)
+    return total
 
 
 _LOCK_TICKETS = """
-SELECT id FROM delivery WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+SELECT id FROM {delivery} WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 """
-_CLAIM_QUEUED = f"""
-UPDATE delivery AS d
+_CLAIM_QUEUED = """
+UPDATE {delivery} AS d
 SET status = 'SENDING', attempts = d.attempts + 1, lease_until = $3, updated_at = $2
-FROM unnest($1::uuid[], $4::timestamptz[]) AS t(id, queued_until), notification AS n
+FROM unnest($1::uuid[], $4::timestamptz[]) AS t(id, queued_until), {notification} AS n
 WHERE d.id = t.id AND d.status = 'QUEUED' AND d.lease_until = t.queued_until
   AND n.id = d.notification_id
-RETURNING {CLAIM_RETURNING}
+RETURNING {returning}
 """
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_statements(day: date | None) -> tuple[str, str]:
+    """The lock and the claim of tickets whose deliveries are in ``day``'s partitions."""
+    names = _tables(day)
+    return (
+        _LOCK_TICKETS.format(**names),
+        _CLAIM_QUEUED.format(returning=CLAIM_RETURNING, **names),
+    )
 
 
 async def claim_queued(
@@ -103,15 +188,37 @@ async def claim_queued(
 ) -> list[ClaimedDelivery]:
     """Claim the deliveries of ``tickets`` (delivery id, queue lease) that are still QUEUED
     under that lease: SENDING, the attempt counted, leased until ``lease_until``. The
-    others are duplicates or stale, and are not returned."""
+    others are duplicates or stale, and are not returned. On day partitions the tickets of
+    each day are claimed from its partition by name (a delivery id names its day,
+    partition_days.delivery_day), one transaction per day."""
     if not tickets:
         return []
     ordered = sorted(set(tickets))  # one lock order for every worker: no deadlocks
-    ids = [t[0] for t in ordered]
-    async with db.asyncpg() as conn, conn.transaction():
-        await conn.execute(_LOCK_TICKETS, ids)
-        rows = await conn.fetch(_CLAIM_QUEUED, ids, now, lease_until, [t[1] for t in ordered])
-    return [claimed_from_row(row) for row in rows]
+    partitioned = (await day_tables(db, now.astimezone(UTC).date())).partitioned
+    claimed: list[ClaimedDelivery] = []
+    async with db.asyncpg() as conn:
+        for day, run in _by_day(ordered, partitioned):
+            lock, claim = _claim_statements(day)
+            ids = [t[0] for t in run]
+            try:
+                async with conn.transaction():
+                    await conn.execute(lock, ids)
+                    rows = await conn.fetch(claim, ids, now, lease_until, [t[1] for t in run])
+            except asyncpg.exceptions.UndefinedTableError:
+                continue  # a day dropped: no delivery of it was live, its tickets are stale
+            claimed += [claimed_from_row(row) for row in rows]
+    return claimed
+
+
+def _by_day(
+    ordered: list[tuple[uuid.UUID, datetime]], partitioned: bool
+) -> list[tuple[date | None, list[tuple[uuid.UUID, datetime]]]]:
+    """``ordered`` in runs of one day each (one run on plain tables), keeping the order:
+    each transaction locks its rows in id order, and holds no other run's."""
+    if not partitioned:
+        return [(None, ordered)]
+    runs = itertools.groupby(ordered, key=lambda ticket: delivery_day(ticket[0]))
+    return [(day, list(run)) for day, run in runs]
 
 
 _QUEUED_COUNTS = """

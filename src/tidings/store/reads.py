@@ -11,15 +11,22 @@ from tidings.store.engine import Database
 from tidings.store.schema import delivery, delivery_event, notification
 
 
-async def get_notification(db: Database, notification_id: uuid.UUID) -> dict[str, Any] | None:
-    """The notification row, with ``deliveries`` each carrying its ``events``, read from one
-    snapshot: an outcome committed between two of these reads must not show its event
-    beside the row as it was before (a delivery SENDING with a "deferred" last event)."""
+async def get_notification(
+    db: Database, notification_id: uuid.UUID, namespace: str
+) -> dict[str, Any] | None:
+    """The notification row (None if it is another namespace's), with ``deliveries`` each
+    carrying its ``events``, read from one snapshot: an outcome committed between two of
+    these reads must not show its event beside the row as it was before (a delivery
+    SENDING with a "deferred" last event)."""
     async with db.engine.connect() as conn:
         if db.is_postgres:
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")
         row = (
-            await conn.execute(sa.select(notification).where(notification.c.id == notification_id))
+            await conn.execute(
+                sa.select(notification).where(
+                    notification.c.id == notification_id, notification.c.namespace == namespace
+                )
+            )
         ).first()
         if row is None:
             return None

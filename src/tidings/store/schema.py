@@ -68,6 +68,8 @@ notification_type = sa.Table(
     sa.Column("collapse_key", sa.String(64), nullable=True),
     # Email sender of the type's mail: {"fromAddress", "fromName", "replyTo"} (API keys).
     sa.Column("email", JSONDoc, nullable=True),
+    # Opens and clicks measured by tidings ({"opens", "clicks"}); NULL: the category's default.
+    sa.Column("tracking", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
 )
@@ -105,21 +107,37 @@ notification = sa.Table(
     sa.Column("campaign_id", sa.Uuid, nullable=True),
     # Email details of this notification: {"replyTo", "cc", "bcc"} (API keys).
     sa.Column("email", JSONDoc, nullable=True),
+    # The HTTP request that submitted it (X-Request-Id), carried into the dispatch logs.
+    sa.Column("request_id", sa.String(64), nullable=True),
     _ts("send_at"),
     _ts("created_at", nullable=False),
-    sa.UniqueConstraint("namespace", "idempotency_key"),
+    # The key's uniqueness lives in ``idempotency_key``: on day partitions of its id (the
+    # default on PostgreSQL, store/partitions.py), a unique index here could not span the
+    # days.
+)
+
+idempotency_key = sa.Table(
+    "idempotency_key",
+    metadata,
+    # Each (namespace, key) accepted, for ``idempotency_days``: unpartitioned, so a key is
+    # unique across every day's partition of ``notification``.
+    sa.Column("namespace", sa.String(100), primary_key=True),
+    sa.Column("idempotency_key", sa.String(255), primary_key=True),
+    sa.Column("notification_id", sa.Uuid, nullable=False),
+    sa.Column("request_hash", sa.String(64), nullable=False),
+    _ts("created_at", nullable=False),
+    sa.Index("ix_idempotency_key_created_at", "created_at"),
 )
 
 delivery = sa.Table(
     "delivery",
     metadata,
+    # The key includes notification_id, the partition key on day partitions (the default on
+    # PostgreSQL, store/partitions.py): a notification's deliveries live in its day.
+    # No foreign keys between the three tables: one would keep a day from being detached;
+    # the code writes a notification, its deliveries and events together.
     sa.Column("id", sa.Uuid, primary_key=True),
-    sa.Column(
-        "notification_id",
-        sa.Uuid,
-        sa.ForeignKey("notification.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    sa.Column("notification_id", sa.Uuid, primary_key=True),
     sa.Column("channel", sa.String(20), nullable=False),
     sa.Column("address", sa.String(4096), nullable=False),
     sa.Column("priority", sa.String(10), nullable=False),
@@ -138,6 +156,10 @@ delivery = sa.Table(
     _ts("created_at", nullable=False),
     _ts("sent_at"),
     _ts("updated_at", nullable=False),
+    # PostgreSQL: the place (event.txid) of its newest status event, set by a trigger: the
+    # next one goes no earlier, so its events keep the order of its changes
+    # (store/event_triggers.py, version 2). NULL: none yet; unused on SQLite.
+    sa.Column("event_txid", sa.BigInteger, nullable=True),
     sa.UniqueConstraint("notification_id", "channel", "address"),
     # The claim query reads only this: it stays small however many finished rows there are.
     sa.Index(
@@ -180,19 +202,25 @@ delivery = sa.Table(
         postgresql_where=sa.text("status = 'FAILED'"),
         sqlite_where=sa.text("status = 'FAILED'"),
     ),
+    # The dashboard's last hour: sends per lane, channel and provider, from the index alone.
+    sa.Index(
+        "ix_delivery_sent",
+        "sent_at",
+        "priority",
+        "channel",
+        "provider",
+        postgresql_where=sa.text("sent_at IS NOT NULL"),
+        sqlite_where=sa.text("sent_at IS NOT NULL"),
+    ),
 )
 
 delivery_event = sa.Table(
     "delivery_event",
     metadata,
+    # Keyed with delivery_id, the partition key on day partitions (a delivery's id is made
+    # with its notification's: its history lives in its day).
     sa.Column("id", sa.Uuid, primary_key=True),
-    sa.Column(
-        "delivery_id",
-        sa.Uuid,
-        sa.ForeignKey("delivery.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    sa.Column("delivery_id", sa.Uuid, primary_key=True, index=True),
     sa.Column("kind", sa.String(30), nullable=False),
     _ts("at", nullable=False),
     sa.Column("detail", JSONDoc, nullable=True),
@@ -341,4 +369,157 @@ campaign = sa.Table(
     sa.UniqueConstraint("namespace", "idempotency_key"),
     sa.Index("ix_campaign_status_send_at", "status", "send_at"),
     sa.Index("ix_campaign_namespace_created_at", "namespace", "created_at"),
+)
+
+api_key = sa.Table(
+    "api_key",
+    metadata,
+    # Who may call the API (docs/security.md): a key is shown once and stored as its
+    # SHA-256 (keys carry 256 random bits, so a slow hash would buy nothing). A revoked key
+    # stays, so that revoking the last key never opens the service again.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False, unique=True),
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("prefix", sa.String(16), nullable=False),  # shown in listings and logs
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("scopes", JSONDoc, nullable=False),
+    # Notifications per second this key may submit (None: no limit of its own).
+    sa.Column("accept_rate", sa.Float, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("revoked_at"),
+)
+
+inbound_reply = sa.Table(
+    "inbound_reply",
+    metadata,
+    # Replies to an SMS number (Twilio's inbound webhook): the keyword and what it did
+    # (suppressed, lifted, none), never the message text itself. HELP and INFO are kept here
+    # for the operator; a STOP is also a suppression.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("account", sa.String(100), nullable=False),
+    # The provider's message id (Twilio's MessageSid): a retried webhook is recorded once.
+    sa.Column("message_id", sa.String(64), nullable=True, unique=True),
+    sa.Column("sender", sa.String(32), nullable=False),
+    sa.Column("keyword", sa.String(20), nullable=True),  # None: not one of the keywords
+    sa.Column("action", sa.String(12), nullable=False),
+    _ts("at", nullable=False),
+    sa.Index("ix_inbound_reply_at", "at"),
+)
+
+event = sa.Table(
+    "event",
+    metadata,
+    # Every status change and tracking event (docs/events.md): written by triggers
+    # (store/event_triggers.py) in the transaction of the change itself, whoever makes it,
+    # so none is lost and none invented. Read by GET /v1/events in (txid, id) order.
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    # PostgreSQL: its place, the writing transaction's id (a delivery's event: no earlier
+    # than its previous one's); a reader returns only places below every running
+    # transaction's id, so a later commit never lands behind its cursor. SQLite: NULL.
+    sa.Column("txid", sa.BigInteger, nullable=True),
+    sa.Column("type", sa.String(40), nullable=False),
+    _ts("at", nullable=False),
+    sa.Column("notification_id", sa.Uuid, nullable=True),
+    sa.Column("delivery_id", sa.Uuid, nullable=True),
+    sa.Column("campaign_id", sa.Uuid, nullable=True),
+    sa.Column("data", JSONDoc, nullable=True),
+    sa.Index("ix_event_txid_id", "txid", "id"),
+    # SQLite: ids never reused, even after the newest rows are deleted (cursors only grow).
+    sqlite_autoincrement=True,
+)
+
+webhook_endpoint = sa.Table(
+    "webhook_endpoint",
+    metadata,
+    # A producer's receiver of events (docs/events.md, Webhooks): which events, from where in
+    # the event log it has been given them (its cursor), and the secret it verifies with.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("events", JSONDoc, nullable=False),  # event types, e.g. ["delivery.sent"]
+    sa.Column("types", JSONDoc, nullable=True),  # notification types; NULL: every type
+    # Stored as it is: tidings signs with it. Those it replaced sign too, each for 24 h:
+    # [{"secret", "until" (ISO 8601)}], newest first; NULL: never rotated.
+    sa.Column("secret", sa.String(100), nullable=False),
+    sa.Column("previous_secrets", JSONDoc, nullable=True),
+    sa.Column("status", sa.String(10), nullable=False),  # active, disabled
+    sa.Column("disabled_reason", sa.Text, nullable=True),
+    sa.Column("cursor_txid", sa.BigInteger, nullable=False),
+    sa.Column("cursor_id", sa.BigInteger, nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+)
+
+webhook_message = sa.Table(
+    "webhook_message",
+    metadata,
+    # One event for one endpoint: its body as first serialised (every retry signs the same
+    # bytes), sent in order per notification (order_key), retried for up to three days.
+    sa.Column("id", sa.Uuid, primary_key=True),  # webhook-id: msg_<hex>
+    sa.Column("endpoint_id", sa.Uuid, nullable=False),
+    sa.Column("order_key", sa.Uuid, nullable=False),  # the notification (or campaign)
+    # Its event's place in the log (store/events.Cursor), the order of a notification's
+    # messages: ids, made from each process's clock, need not follow it across processes.
+    sa.Column("event_txid", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("event_id", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("event_type", sa.String(40), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),  # PENDING, SENT, FAILED
+    sa.Column("attempts", sa.Integer, nullable=False),
+    _ts("next_attempt_at", nullable=False),
+    _ts("lease_until"),
+    _ts("first_attempt_at"),
+    sa.Column("last_status", sa.Integer, nullable=True),  # the receiver's HTTP status
+    sa.Column("last_error", sa.Text, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("sent_at"),
+    sa.Index(
+        "ix_webhook_message_due",
+        "next_attempt_at",
+        postgresql_where=sa.text("status = 'PENDING'"),
+        sqlite_where=sa.text("status = 'PENDING'"),
+    ),
+    sa.Index("ix_webhook_message_order", "endpoint_id", "order_key", "event_txid", "event_id"),
+)
+
+report_counter = sa.Table(
+    "report_counter",
+    metadata,
+    # Campaign and type reports (docs/events.md, Reports): counts folded from the event log
+    # by the dispatchers, so a report reads a few rows, never every delivery. ``scope`` is
+    # "campaign:<id>" or "type:<namespace>:<type>:<YYYY-MM-DD>".
+    sa.Column("scope", sa.String(400), primary_key=True),
+    sa.Column("metric", sa.String(60), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+report_unique = sa.Table(
+    "report_unique",
+    metadata,
+    # The deliveries already counted once for a unique metric (the first open, click).
+    sa.Column("delivery_id", sa.Uuid, primary_key=True),
+    sa.Column("metric", sa.String(30), primary_key=True),
+)
+
+report_cursor = sa.Table(
+    "report_cursor",
+    metadata,
+    # How far into the event log the reports are folded (one row).
+    sa.Column("name", sa.String(20), primary_key=True),
+    sa.Column("txid", sa.BigInteger, nullable=False),
+    sa.Column("event_id", sa.BigInteger, nullable=False),
+)
+
+early_status = sa.Table(
+    "early_status",
+    metadata,
+    # A provider's status for a delivery that is still being sent (its event outran the
+    # outcome of the send, which is written in batches): applied once the delivery is SENT
+    # (store/tracking.settle_early, run with the reaper). Its event is in the history already.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("delivery_id", sa.Uuid, nullable=False, index=True),
+    sa.Column("status", sa.String(12), nullable=False),
+    sa.Column("failure_kind", sa.String(12), nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    _ts("at", nullable=False),
 )

@@ -20,7 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.ids import new_id
 from tidings.states import TRANSITIONS, FailureKind, Status
 from tidings.store.engine import Database
-from tidings.store.schema import delivery, delivery_event, suppression, webhook_seen
+from tidings.store.schema import (
+    delivery,
+    delivery_event,
+    early_status,
+    suppression,
+    webhook_seen,
+)
 from tidings.store.suppressions import canonical_address
 from tidings.store.upsert import insert
 
@@ -30,6 +36,9 @@ SEEN_RETENTION = timedelta(days=3)
 _FORWARD = (Status.DELIVERED, Status.BOUNCED)
 # The longest error text kept on a delivery.
 _MAX_ERROR = 1000
+_IN_PROGRESS = (Status.PENDING.value, Status.QUEUED.value, Status.SENDING.value)
+# A status waits this long for its send's outcome (a lease is far shorter).
+_EARLY_FOR = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -162,30 +171,95 @@ async def _record(
         for i, t in matched
     ]
     await conn.execute(sa.insert(delivery_event), events)
-    for status in _FORWARD:
-        await _move(conn, {t.id for i, t in matched if i.status == status}, status, now)
-    for item, target in matched:
-        if item.status is Status.FAILED and item.failure is not None:
-            await _fail(conn, target.id, item.failure, now)
+    moves = [(t.id, i.status, i.failure) for i, t in matched if i.status is not None]
+    await _keep_early(conn, moves, await _apply_moves(conn, moves, now), now)
     await _suppress(db, conn, [(t, i.suppress) for i, t in matched if i.suppress], now)
 
 
-async def _move(conn: AsyncConnection, ids: set[uuid.UUID], status: Status, now: datetime) -> None:
-    """Move ``ids`` to ``status`` where the state machine allows it; the rest stay."""
+Move = tuple[uuid.UUID, Status | None, Failure | None]
+
+
+async def _apply_moves(
+    conn: AsyncConnection, moves: Sequence[Move], now: datetime
+) -> set[uuid.UUID]:
+    """Apply the status moves the state machine allows now; the deliveries moved."""
+    moved: set[uuid.UUID] = set()
+    for forward in _FORWARD:
+        moved |= await _move(conn, {d for d, s, _ in moves if s == forward}, forward, now)
+    for delivery_id, status, failure in moves:
+        if status is Status.FAILED and failure is not None:
+            if await _fail(conn, delivery_id, failure, now):
+                moved.add(delivery_id)
+    return moved
+
+
+async def _keep_early(
+    conn: AsyncConnection, moves: Sequence[Move], moved: set[uuid.UUID], now: datetime
+) -> None:
+    """The moves not applied wait for the reaper's round (``settle_early``), which applies
+    those the state machine then allows and drops the rest. Every one waits, not only those
+    whose delivery a second look finds still being sent: the send's outcome may commit
+    between the move and that look (each statement sees what committed before it), and the
+    move would be lost with the delivery SENT."""
+    rows = [
+        {
+            "id": new_id(),
+            "delivery_id": d,
+            "status": s.value,
+            "failure_kind": f.kind.value if f else None,
+            "error": f.error[:_MAX_ERROR] if f else None,
+            "at": now,
+        }
+        for d, s, f in moves
+        if d not in moved and s is not None
+    ]
+    if rows:
+        await conn.execute(sa.insert(early_status), rows)
+
+
+async def settle_early(db: Database, now: datetime) -> int:
+    """Apply the statuses that outran their send, now that it is recorded; the applied.
+    Those whose delivery ended otherwise, or waited over a day, are dropped."""
+    query = sa.select(early_status, delivery.c.status.label("current")).join(
+        delivery, delivery.c.id == early_status.c.delivery_id, isouter=True
+    )
+    async with db.engine.begin() as conn:
+        rows = (await conn.execute(query.limit(1000))).all()
+        ready = [r for r in rows if r.current not in _IN_PROGRESS]
+        stale = [r for r in rows if r.current in _IN_PROGRESS and now - r.at > _EARLY_FOR]
+        moves = [(r.delivery_id, Status(r.status), _failure(r)) for r in ready]
+        moved = await _apply_moves(conn, moves, now) if moves else set()
+        done = [r.id for r in (*ready, *stale)]
+        if done:
+            await conn.execute(sa.delete(early_status).where(early_status.c.id.in_(done)))
+    return len(moved)
+
+
+def _failure(row: Any) -> Failure | None:
+    if row.failure_kind is None:
+        return None
+    return Failure(FailureKind(row.failure_kind), row.error or "")
+
+
+async def _move(
+    conn: AsyncConnection, ids: set[uuid.UUID], status: Status, now: datetime
+) -> set[uuid.UUID]:
+    """Move ``ids`` to ``status`` where the state machine allows it; those moved."""
     if not ids:
-        return
+        return set()
     sources = [s.value for s, targets in TRANSITIONS.items() if status in targets]
     statement = (
         sa.update(delivery)
         .where(delivery.c.id.in_(ids), delivery.c.status.in_(sources))
         .values(status=status.value, updated_at=now)
+        .returning(delivery.c.id)
     )
-    await conn.execute(statement)
+    return set((await conn.execute(statement)).scalars())
 
 
 async def _fail(
     conn: AsyncConnection, delivery_id: uuid.UUID, failure: Failure, now: datetime
-) -> None:
+) -> bool:
     """A delivery the provider accepted and then gave up on: FAILED, into the dead-letter
     queue when its kind is one (rare: one statement each). Only from SENT: a delivered or
     bounced one stays, and one still SENDING is its dispatcher's to finish."""
@@ -199,7 +273,7 @@ async def _fail(
             updated_at=now,
         )
     )
-    await conn.execute(statement)
+    return bool((await conn.execute(statement)).rowcount)
 
 
 async def _suppress(

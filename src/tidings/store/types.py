@@ -37,6 +37,8 @@ class NotificationType:
     # The type's email sender, camelCase keys as the API takes them (fromAddress, fromName,
     # replyTo); None: the account's.
     email: Mapping[str, Any] | None = None
+    # As stored ({"opens", "clicks"}); ``tracked`` is what applies.
+    tracking: Mapping[str, bool] | None = None
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> NotificationType:
@@ -53,6 +55,14 @@ class NotificationType:
         if self.category == Category.TRANSACTIONAL.value:
             return frozenset(self.channels)
         return frozenset()
+
+    @cached_property
+    def tracked(self) -> Mapping[str, bool]:
+        """Opens and clicks measured in its email: by default, on for marketing and off
+        for everything else (a receipt need not report who read it)."""
+        default = self.category == Category.MARKETING.value
+        stored = self.tracking or {}
+        return {"opens": stored.get("opens", default), "clicks": stored.get("clicks", default)}
 
 
 _COLUMNS = tuple(column.name for column in notification_type.columns)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tidings.states import Status
 from tidings.store.tracking import DeliveryKey, Tracked
+from tidings.tracking.user_agents import provider_open
 
 # The custom variable (Mailgun) and metadata key (Postmark) the adapters send.
 DELIVERY_KEY = "tidings_delivery_id"
@@ -51,6 +52,9 @@ def mailgun_event(data: Mapping[str, Any], now: datetime) -> Tracked | None:
         detail |= _detail(delivery_status, _MAILGUN_STATUS_DETAIL)
     if event_id:
         detail["event_id"] = event_id
+    if kind == "opened":
+        client = data.get("client-info")
+        detail |= provider_open(client.get("user-agent") if isinstance(client, Mapping) else None)
     variables = data.get("user-variables")
     ours = variables.get(DELIVERY_KEY) if isinstance(variables, Mapping) else None
     return Tracked(
@@ -123,6 +127,8 @@ def postmark_event(record: Mapping[str, Any], now: datetime) -> Tracked | None:
     detail = _detail(record, _POSTMARK_DETAIL)
     if record.get("OriginalLink"):
         detail["url"] = str(record["OriginalLink"])
+    if kind == "opened":
+        detail |= provider_open(record.get("UserAgent"))
     metadata = record.get("Metadata")
     ours = metadata.get(DELIVERY_KEY) if isinstance(metadata, Mapping) else None
     return Tracked(

@@ -16,6 +16,7 @@ from typing import Any
 
 from tidings.states import FailureKind, Status
 from tidings.store.tracking import DeliveryKey, Failure, Tracked
+from tidings.tracking.user_agents import provider_open
 
 # SendGrid event -> (kind, status, suppression reason); bounce is decided by its type.
 _SENDGRID: dict[str, tuple[str, Status | None, str | None]] = {
@@ -59,6 +60,8 @@ def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
     detail = {k: event[k] for k in _SENDGRID_DETAIL if event.get(k) not in (None, "")}
     if sg_event_id:
         detail["event_id"] = sg_event_id
+    if kind == "opened":
+        detail |= provider_open(event.get("useragent"), event.get("sg_machine_open"))
     failure = None
     if status is Status.FAILED:
         failure = Failure(FailureKind.PERMANENT, f"sendgrid dropped: {detail.get('reason', '')}")

@@ -76,18 +76,19 @@ async def _certificate(url: str) -> x509.Certificate:
 
 
 async def _get(url: str) -> bytes:
+    shown = url.split("?", 1)[0]  # the errors are logged: a SubscribeURL's query has its token
     try:
         async with (
             httpx.AsyncClient(timeout=TIMEOUT_SECONDS, follow_redirects=False) as client,
             client.stream("GET", url) as response,
         ):
             if response.status_code != 200:
-                raise FetchFailed(f"GET {url}: HTTP {response.status_code}")
+                raise FetchFailed(f"GET {shown}: HTTP {response.status_code}")
             body = b""
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > MAX_BYTES:
-                    raise FetchFailed(f"GET {url}: more than {MAX_BYTES} bytes")
+                    raise FetchFailed(f"GET {shown}: more than {MAX_BYTES} bytes")
             return body
     except httpx.HTTPError as error:
-        raise FetchFailed(f"GET {url}: {type(error).__name__}") from error
+        raise FetchFailed(f"GET {shown}: {type(error).__name__}") from error

@@ -42,13 +42,16 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def headers(secret: str, msg_id: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
-    """The three headers of a signed delivery."""
+def headers(
+    secrets: str | list[str], msg_id: str, body: bytes, timestamp: int | None = None
+) -> dict[str, str]:
+    """The three headers of a signed delivery; several secrets (a rotation) sign it each."""
     ts = int(time.time()) if timestamp is None else timestamp
+    keys = [secrets] if isinstance(secrets, str) else secrets
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(ts),
-        "webhook-signature": sign(secret, msg_id, ts, body),
+        "webhook-signature": " ".join(sign(key, msg_id, ts, body) for key in keys),
     }
 
 

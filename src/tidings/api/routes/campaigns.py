@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
+from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.campaign_schemas import (
     CampaignAccepted,
     CampaignIn,
@@ -38,7 +39,7 @@ from tidings.service import Service
 from tidings.store import campaigns as store
 from tidings.store.campaigns import Campaign
 
-router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"])
+router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"], dependencies=needs(Scope.CAMPAIGNS))
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 409, 413, 422)
 }
@@ -90,9 +91,9 @@ async def create_campaign(
 ) -> Any:
     """Schedule a campaign (202), or with ``dryRun=true`` forecast it (200, nothing stored)."""
     service = service_of(request)
-    settings = service.settings
+    namespace = caller_of(request).namespace
     if dry_run:
-        return await _forecast(service, _request(body), idempotency_key or "dry-run")
+        return await _forecast(service, _request(body), namespace, idempotency_key or "dry-run")
     if idempotency_key is None:
         raise CampaignError(
             "invalid_request",
@@ -100,16 +101,18 @@ async def create_campaign(
             "Idempotency-Key",
         )
     campaign, _created = await create(
-        _registry(service), _request(body), settings.namespace, idempotency_key, utcnow()
+        _registry(service), _request(body), namespace, idempotency_key, utcnow()
     )
     return JSONResponse(
         {"campaignId": str(campaign.id), "status": campaign.status}, status_code=202
     )
 
 
-async def _forecast(service: Service, body: CampaignRequest, key: str) -> JSONResponse:
+async def _forecast(
+    service: Service, body: CampaignRequest, namespace: str, key: str
+) -> JSONResponse:
     settings = service.settings
-    row = await checked_row(_registry(service), body, settings.namespace, key, utcnow())
+    row = await checked_row(_registry(service), body, namespace, key, utcnow())
     campaign = Campaign(
         **{
             **row,
@@ -157,7 +160,7 @@ def _rate(service: Service, channel: str) -> float | None:
 async def get_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
     """Status, audience size, expanded so far, deliveries by status, percent done, ETA."""
     db = service_of(request).db
-    campaign = await store.get(db, campaign_id)
+    campaign = await _campaign(request, campaign_id)
     if campaign is None:
         return _not_found(campaign_id)
     found = await progress(db, campaign, utcnow())
@@ -193,8 +196,14 @@ def _shown_audience(campaign: Campaign) -> dict[str, Any]:
     return audience
 
 
+async def _campaign(request: Request, campaign_id: uuid.UUID) -> Campaign | None:
+    """The campaign, if it is the caller's namespace's."""
+    found = await store.get(service_of(request).db, campaign_id)
+    return found if found is not None and found.namespace == caller_of(request).namespace else None
+
+
 def _not_found(campaign_id: uuid.UUID) -> JSONResponse:
-    return error_response(404, "not_found", f"no campaign {campaign_id}", "campaign_id")
+    return error_response(404, "not_found", f"no campaign {campaign_id}", "campaignId")
 
 
 @router.get("", response_model=CampaignList, responses={422: {"model": ErrorResponse}})
@@ -206,7 +215,7 @@ async def list_campaigns(
     """Campaigns, newest first; ``next`` is the ``after`` of the following page."""
     service = service_of(request)
     before = _cursor(after) if after else None
-    found = await store.newest(service.db, service.settings.namespace, limit + 1, before)
+    found = await store.newest(service.db, caller_of(request).namespace, limit + 1, before)
     page = found[:limit]
     following = _next_cursor(page[-1]) if len(found) > limit else None
     return CampaignList(campaigns=[_summary(c) for c in page], next=following)
@@ -247,6 +256,8 @@ async def cancel_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
     cancelled, skipped, failed, expired (and any still in progress). Repeating it, or
     cancelling a finished campaign, answers the same counts."""
     service = service_of(request)
+    if await _campaign(request, campaign_id) is None:
+        return _not_found(campaign_id)
     wait = service.settings.campaigns.cancel_wait_seconds
     counts = await cancel(service.db, campaign_id, utcnow(), wait)
     if counts is None:

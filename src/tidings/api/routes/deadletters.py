@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.masking import mask_address
@@ -16,7 +17,7 @@ from tidings.priorities import Priority
 from tidings.states import FailureKind
 from tidings.store import deadletters
 
-router = APIRouter(prefix="/v1", tags=["dead letters"])
+router = APIRouter(prefix="/v1", tags=["dead letters"], dependencies=needs(Scope.ADMIN))
 
 
 @router.get("/dead-letters", response_model=list[DeadLetter])
@@ -27,20 +28,23 @@ async def list_dead_letters(
 ) -> Any:
     """Failed deliveries (exhausted, poison and ambiguous by default), newest first."""
     kinds = [k.value for k in kind] if kind else deadletters.DEAD_KINDS
-    rows = await deadletters.list_dead(service_of(request).db, kinds, limit)
-    return [
-        DeadLetter(
-            id=row["id"],
-            notification_id=row["notification_id"],
-            channel=row["channel"],
-            address=mask_address(row["channel"], row["address"]),
-            failure_kind=row["failure_kind"],
-            last_error=row["last_error"],
-            attempts=row["attempts"],
-            failed_at=row["updated_at"],
-        )
-        for row in rows
-    ]
+    namespace = caller_of(request).namespace
+    rows = await deadletters.list_dead(service_of(request).db, namespace, kinds, limit)
+    return [dead_letter(row) for row in rows]
+
+
+def dead_letter(row: dict[str, Any]) -> DeadLetter:
+    """A failed delivery as the API and the dashboard show it (the address masked)."""
+    return DeadLetter(
+        id=row["id"],
+        notification_id=row["notification_id"],
+        channel=row["channel"],
+        address=mask_address(row["channel"], row["address"]),
+        failure_kind=row["failure_kind"],
+        last_error=row["last_error"],
+        attempts=row["attempts"],
+        failed_at=row["updated_at"],
+    )
 
 
 @router.post(
@@ -52,7 +56,8 @@ async def replay_delivery(request: Request, delivery_id: uuid.UUID) -> Any:
     """Send a FAILED delivery again, with a fresh set of attempts."""
     service = service_of(request)
     try:
-        priority = await deadletters.replay(service.db, delivery_id, utcnow())
+        namespace = caller_of(request).namespace
+        priority = await deadletters.replay(service.db, delivery_id, namespace, utcnow())
     except LookupError:
         return error_response(404, "not_found", f"no delivery {delivery_id}", "id")
     if priority is None:

@@ -9,12 +9,13 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from redis.exceptions import RedisError
 
+from tidings.api.auth import PUBLIC
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.service import Service
 from tidings.store.migrate import current_revision, head_revision
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=PUBLIC)
 
 
 @router.get("/healthz")

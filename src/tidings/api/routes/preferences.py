@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut
@@ -14,7 +15,7 @@ from tidings.intake.requests import UserId
 from tidings.policy.preferences import effective
 from tidings.store import preferences, users
 
-router = APIRouter(prefix="/v1/users", tags=["preferences"])
+router = APIRouter(prefix="/v1/users", tags=["preferences"], dependencies=needs(Scope.USERS))
 
 
 @router.put("/{user_id}/preferences", response_model=PreferencesOut)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
@@ -25,7 +26,7 @@ from tidings.store.deactivation_guard import GuardRecord
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1", tags=["providers"])
+router = APIRouter(prefix="/v1", tags=["providers"], dependencies=needs(Scope.ADMIN))
 
 # Reports older than this are from a dispatcher that is gone.
 FRESH = timedelta(seconds=30)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import DeviceIn, DeviceOut, ErrorResponse, TypeIn, TypeOut, UserIn, UserOut
@@ -17,6 +18,8 @@ from tidings.store.types import NotificationType
 from tidings.store.users import Device, UserProfile
 
 router = APIRouter(prefix="/v1", tags=["registry"])
+_ADMIN = needs(Scope.ADMIN)  # the type catalog
+_USERS = needs(Scope.USERS)  # profiles and devices
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 _INVALID: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}}
 
@@ -27,7 +30,7 @@ def _create_or_replace(model: type[Any]) -> dict[str, Any]:
     return {"status_code": 201, "response_model": model, "responses": {200: replaced, **_INVALID}}
 
 
-@router.put("/types/{name}", **_create_or_replace(TypeOut))
+@router.put("/types/{name}", **_create_or_replace(TypeOut), dependencies=_ADMIN)
 async def put_type(
     request: Request, response: Response, name: Annotated[TypeName, Path()], body: TypeIn
 ) -> Any:
@@ -43,7 +46,7 @@ async def put_type(
     return _type_out(stored)
 
 
-@router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND)
+@router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND, dependencies=_ADMIN)
 async def get_type(request: Request, name: str) -> Any:
     found = await types.get_type(service_of(request).db, name)
     if found is None:
@@ -67,6 +70,7 @@ def _type_row(name: str, body: TypeIn) -> NotificationType:
         default_locale=body.default_locale and normalise(body.default_locale),
         collapse_key=body.collapse_key,
         email=body.email.model_dump(by_alias=True, exclude_none=True) if body.email else None,
+        tracking=body.tracking.model_dump(exclude_none=True) or None if body.tracking else None,
         created_at=now,
         updated_at=now,
     )
@@ -84,6 +88,7 @@ def _type_out(kind: NotificationType) -> TypeOut:
         default_locale=kind.default_locale,
         collapse_key=kind.collapse_key,
         email=kind.email,
+        tracking=kind.tracked,
         created_at=kind.created_at,
         updated_at=kind.updated_at,
     )
@@ -103,7 +108,7 @@ def _user_out(profile: UserProfile) -> UserOut:
     )
 
 
-@router.put("/users/{user_id}", **_create_or_replace(UserOut))
+@router.put("/users/{user_id}", **_create_or_replace(UserOut), dependencies=_USERS)
 async def put_user(
     request: Request, response: Response, user_id: Annotated[UserId, Path()], body: UserIn
 ) -> Any:
@@ -117,7 +122,7 @@ async def put_user(
     return _user_out(stored)
 
 
-@router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND)
+@router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND, dependencies=_USERS)
 async def get_user(request: Request, user_id: str) -> Any:
     found = await users.get_user(service_of(request).db, user_id)
     if found is None:
@@ -125,7 +130,9 @@ async def get_user(request: Request, user_id: str) -> Any:
     return _user_out(found)
 
 
-@router.post("/devices", status_code=201, response_model=DeviceOut, responses=_INVALID)
+@router.post(
+    "/devices", status_code=201, response_model=DeviceOut, responses=_INVALID, dependencies=_USERS
+)
 async def post_device(request: Request, body: DeviceIn) -> Any:
     """Register a push token for a user (registering it again reactivates it)."""
     db = service_of(request).db
@@ -136,7 +143,9 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
 
 
 # {token:path}: a Web Push subscription (a JSON token) holds its endpoint URL, slashes and all.
-@router.get("/devices/{token:path}", response_model=DeviceOut, responses=_NOT_FOUND)
+@router.get(
+    "/devices/{token:path}", response_model=DeviceOut, responses=_NOT_FOUND, dependencies=_USERS
+)
 async def get_device(request: Request, token: str) -> Any:
     """A push token: whether it is active, and if not, why (for example ``Unregistered``
     when APNs or FCM said the app was removed)."""
@@ -146,7 +155,7 @@ async def get_device(request: Request, token: str) -> Any:
     return _device_out(found)
 
 
-@router.get("/users/{user_id}/devices", response_model=list[DeviceOut])
+@router.get("/users/{user_id}/devices", response_model=list[DeviceOut], dependencies=_USERS)
 async def list_devices(request: Request, user_id: str) -> Any:
     """A user's push tokens, active or not."""
     return [
@@ -154,7 +163,7 @@ async def list_devices(request: Request, user_id: str) -> Any:
     ]
 
 
-@router.delete("/devices/{token:path}", status_code=204, responses=_NOT_FOUND)
+@router.delete("/devices/{token:path}", status_code=204, responses=_NOT_FOUND, dependencies=_USERS)
 async def delete_device(request: Request, token: str) -> Response:
     if not await users.delete_device(service_of(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")

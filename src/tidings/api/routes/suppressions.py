@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, SuppressionIn, SuppressionOut
@@ -14,7 +15,9 @@ from tidings.priorities import Channel
 from tidings.store import suppressions
 from tidings.store.suppressions import canonical_address
 
-router = APIRouter(prefix="/v1/suppressions", tags=["suppressions"])
+router = APIRouter(
+    prefix="/v1/suppressions", tags=["suppressions"], dependencies=needs(Scope.ADMIN)
+)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 Address = Annotated[str, Path(min_length=1, max_length=1024)]
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.preview import preview
@@ -27,7 +28,7 @@ from tidings.intake.requests import Locale, TypeName
 from tidings.priorities import Channel
 from tidings.store import templates, types
 
-router = APIRouter(prefix="/v1/templates", tags=["templates"])
+router = APIRouter(prefix="/v1/templates", tags=["templates"], dependencies=needs(Scope.TEMPLATES))
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse},
     422: {"model": ErrorResponse},

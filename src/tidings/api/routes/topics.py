@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import (
@@ -23,7 +24,7 @@ from tidings.clock import utcnow
 from tidings.intake.requests import UserId
 from tidings.store import topics
 
-router = APIRouter(prefix="/v1", tags=["topics"])
+router = APIRouter(prefix="/v1", tags=["topics"], dependencies=needs(Scope.USERS))
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 _INVALID: dict[int | str, dict[str, Any]] = {422: {"model": ErrorResponse}}
 # Writes take the topic as ":path", so that one holding "/" (%2F) reaches the route and is

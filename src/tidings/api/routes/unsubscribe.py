@@ -1,24 +1,30 @@
 """GET and POST /u/{token}: one-click unsubscribe (RFC 8058) and its confirmation page.
 
 GET only shows a page with a button: mail scanners follow links, and must not unsubscribe
-anyone. POST (the button, or a mail client's one-click request) switches the category off.
+anyone. POST (the button, or a mail client's one-click request) switches the category off
+and, for a link that names its delivery, records ``unsubscribed`` in that delivery's history
+once (the event the reports and producers hear of).
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
 from html import escape
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from tidings.api.auth import PUBLIC
 from tidings.clock import utcnow
 from tidings.policy.unsubscribe import InvalidToken, Unsubscribe
 from tidings.service import Service
-from tidings.store import preferences, suppressions
+from tidings.store import engagement, preferences, suppressions
 from tidings.store.suppressions import canonical_address
 
-router = APIRouter(tags=["unsubscribe"])
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["unsubscribe"], dependencies=PUBLIC)
 _HTML: dict[str, Any] = {"text/html": {"schema": {"type": "string"}}}
 _INVALID_LINK: dict[int | str, dict[str, Any]] = {
     400: {"description": "the link is not valid or was altered", "content": _HTML}
@@ -77,5 +83,22 @@ async def unsubscribe(request: Request, token: str) -> HTMLResponse:
     elif wanted.address is not None:
         address = canonical_address(wanted.channel, wanted.address)
         await suppressions.put(service.db, wanted.channel, address, "unsubscribe", utcnow())
+    if wanted.delivery_id is not None:
+        await _record(service, wanted.delivery_id, wanted)
     text = f"You will no longer receive {wanted.category} messages by {wanted.channel}."
     return _page("Unsubscribed", text)
+
+
+async def _record(service: Service, delivery_id: uuid.UUID, wanted: Unsubscribe) -> None:
+    """The unsubscribe in its delivery's history; it stands even when this fails."""
+    detail = {"category": wanted.category, "channel": wanted.channel}
+    try:
+        await engagement.record_once(
+            service.db, delivery_id, engagement.UNSUBSCRIBED, detail, utcnow()
+        )
+    except Exception as error:
+        log.warning(
+            "could not record the unsubscribe of delivery %s: %s",
+            delivery_id,
+            type(error).__name__,
+        )

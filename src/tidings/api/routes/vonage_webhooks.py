@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from tidings.api.auth import PUBLIC
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
@@ -24,7 +25,7 @@ from tidings.store import tracking
 from tidings.tracking.vonage_events import vonage_status
 from tidings.tracking.vonage_signature import verify
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], dependencies=PUBLIC)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413)
 }

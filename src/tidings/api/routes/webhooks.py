@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from tidings.api.auth import PUBLIC
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
@@ -39,7 +40,7 @@ from tidings.tracking.twilio_signature import (
     verify_signature,
 )
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], dependencies=PUBLIC)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413)
 }
@@ -97,7 +98,7 @@ async def twilio_inbound(request: Request, account: str) -> Response:
     form = await _signed_twilio_form(request, service, account)
     if isinstance(form, Response):
         return form
-    await inbound.apply_reply(service.db, form.get("From", ""), form.get("Body", ""), utcnow())
+    await inbound.apply_reply(service.db, account, form, utcnow())
     return Response(inbound.EMPTY_TWIML, media_type="text/xml")
 
 

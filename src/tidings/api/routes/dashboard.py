@@ -1,0 +1,235 @@
+"""The dashboard (docs/operations.md, Dashboard): server-rendered pages of the lanes, the last
+hour's sends and failures, the breakers, the dead letters (replayed by an admin key) and
+the campaigns.
+
+It authenticates by its own session cookie (api/dashboard/sessions.py), not by a Bearer
+key, so the router is PUBLIC to the API's scope check and checks the session on every
+request: a ``read`` or ``admin`` key to see, ``admin`` to replay, and on every POST the
+form's token and the browser's Origin.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
+
+from tidings.api.auth import PUBLIC, Caller, Scope, keyring_of
+from tidings.api.dashboard import views
+from tidings.api.dashboard.pages import page
+from tidings.api.dashboard.sessions import Session, Sessions, same_origin
+from tidings.api.deps import service_of
+from tidings.clock import utcnow
+from tidings.policy.unsubscribe import load_secret
+from tidings.priorities import Priority
+from tidings.refusal import Refusal
+from tidings.store import deadletters
+from tidings.store.engine import Database
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/dashboard", dependencies=PUBLIC, include_in_schema=False)
+
+# Either scope shows the pages; only admin replays.
+VIEWERS = frozenset({Scope.READ, Scope.ADMIN})
+REFRESH_SECONDS = 15
+LOGIN = "/dashboard/login"
+# Where a replay form sends the browser back to: a name, never a URL from the form.
+BACK = {"overview": "/dashboard", "dead-letters": "/dashboard/dead-letters"}
+REPLAY_OUTCOMES = {
+    "replayed": "was replayed: PENDING again, with a fresh set of attempts.",
+    "not_failed": "is not FAILED (replayed already?): nothing was changed.",
+    "not_found": "is not a delivery of this namespace.",
+}
+
+Load = Callable[[Database, str, datetime], Awaitable[dict[str, Any]]]
+
+
+def _sessions(request: Request) -> Sessions:
+    """The app's one signer of sessions, made with the service's secret at first use."""
+    state = request.app.state
+    found: Sessions | None = getattr(state, "dashboard_sessions", None)
+    if found is None:
+        settings = service_of(request).settings
+        found = Sessions(load_secret(settings.secret_key, settings.secret_file))
+        state.dashboard_sessions = found
+    return found
+
+
+async def _signed_in(request: Request) -> tuple[Session | None, Caller | None]:
+    """The session and, while its key is valid and may view, its caller (anyone, while
+    the service has no keys)."""
+    session = _sessions(request).read(request)
+    caller = await keyring_of(request).caller_by_id(session.key_id if session else None)
+    if caller is not None and not caller.scopes & VIEWERS:
+        caller = None
+    return session, caller
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A posted form's fields (first values); empty when the body is no form."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind != "application/x-www-form-urlencoded":
+        return {}
+    try:
+        fields = parse_qs((await request.body()).decode(), max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _posted_here(request: Request, session: Session | None, form: dict[str, str]) -> bool:
+    return _sessions(request).csrf_ok(session, form.get("csrf")) and same_origin(request)
+
+
+def _forbidden(message: str) -> Response:
+    return page("message.html", 403, title="Forbidden", message=message, caller=None)
+
+
+async def _show(request: Request, template: str, load: Load) -> Response:
+    """A page for a signed-in viewer; anyone else goes to the sign-in form."""
+    session, caller = await _signed_in(request)
+    if caller is None:
+        response: Response = RedirectResponse(LOGIN, 303)
+        if session is not None and session.key_id is not None:
+            Sessions.clear_cookie(response)  # its key was revoked
+        return response
+    sessions = _sessions(request)
+    fresh = session is None  # open service: a session only for the forms' token
+    session = session or Sessions.new()
+    now = utcnow()
+    context = await load(service_of(request).db, caller.namespace, now)
+    response = page(
+        template,
+        caller=caller,
+        scopes=", ".join(sorted(s.value for s in caller.scopes)),
+        can_replay=Scope.ADMIN in caller.scopes,
+        csrf=sessions.csrf_token(session),
+        now=now,
+        refresh=REFRESH_SECONDS,
+        flash=_replay_flash(request),
+        **context,
+    )
+    if fresh:
+        sessions.set_cookie(response, session)
+    return response
+
+
+def _replay_flash(request: Request) -> str | None:
+    """The message of the replay that redirected here."""
+    outcome = REPLAY_OUTCOMES.get(request.query_params.get("outcome", ""))
+    try:
+        delivery_id = uuid.UUID(request.query_params.get("replayed", ""))
+    except ValueError:
+        return None
+    return f"Delivery {delivery_id} {outcome}" if outcome else None
+
+
+async def _overview(db: Database, namespace: str, now: datetime) -> dict[str, Any]:
+    found = await views.overview(db, namespace, now)
+    peak = max((n for lane in found.lanes for n in lane.sent), default=0)
+    return {"overview": found, "peak": peak}
+
+
+async def _dead_letters(db: Database, namespace: str, _now: datetime) -> dict[str, Any]:
+    found = await views.dead_letters(db, namespace, views.PAGE_DEAD_LETTERS)
+    return {"dead_letters": found, "limit": views.PAGE_DEAD_LETTERS}
+
+
+@router.get("")
+async def overview(request: Request) -> Response:
+    return await _show(request, "overview.html", _overview)
+
+
+@router.get("/dead-letters")
+async def dead_letters(request: Request) -> Response:
+    return await _show(request, "dead_letters.html", _dead_letters)
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    session, caller = await _signed_in(request)
+    if caller is not None:
+        return RedirectResponse("/dashboard", 303)
+    return _login(request, session)
+
+
+def _login(
+    request: Request, session: Session | None, error: str | None = None, status_code: int = 200
+) -> Response:
+    """The sign-in form, with a session (not signed in) for its token."""
+    sessions = _sessions(request)
+    fresh = session is None or session.key_id is not None
+    if session is None or session.key_id is not None:
+        session = Sessions.new()
+    response = page(
+        "login.html",
+        status_code,
+        title="Sign in",
+        caller=None,
+        csrf=sessions.csrf_token(session),
+        error=error,
+    )
+    if fresh:
+        sessions.set_cookie(response, session)
+    return response
+
+
+@router.post("/login")
+async def sign_in(request: Request) -> Response:
+    session = _sessions(request).read(request)
+    form = await _form(request)
+    if not _posted_here(request, session, form):
+        return _forbidden("The sign-in form expired or came from another site: reload it.")
+    try:
+        caller = await keyring_of(request).caller(form.get("key", "").strip() or None)
+    except Refusal:
+        return _login(request, session, "That is not a valid API key (unknown or revoked).", 401)
+    if not caller.scopes & VIEWERS:
+        error = f"The key {caller.key_name!r} has neither the read nor the admin scope."
+        return _login(request, session, error, 403)
+    response = RedirectResponse("/dashboard", 303)
+    # A new session id on sign-in: one planted before it is worth nothing after.
+    _sessions(request).set_cookie(response, Sessions.new(caller.key_id))
+    log.info("dashboard: signed in with the key %r", caller.key_name)
+    return response
+
+
+@router.post("/logout")
+async def sign_out(request: Request) -> Response:
+    session = _sessions(request).read(request)
+    if not _posted_here(request, session, await _form(request)):
+        return _forbidden("The form expired or came from another site: reload the page.")
+    response = RedirectResponse(LOGIN, 303)
+    Sessions.clear_cookie(response)
+    return response
+
+
+@router.post("/dead-letters/{delivery_id}/replay")
+async def replay(request: Request, delivery_id: uuid.UUID) -> Response:
+    """POST /v1/deliveries/{id}/replay, from a form of an admin's session."""
+    session, caller = await _signed_in(request)
+    form = await _form(request)
+    if caller is None or not _posted_here(request, session, form):
+        return _forbidden("The form expired or came from another site: reload the page.")
+    if Scope.ADMIN not in caller.scopes:
+        return _forbidden(f"Replaying needs the admin scope; the key {caller.key_name!r} lacks it.")
+    service = service_of(request)
+    try:
+        priority = await deadletters.replay(service.db, delivery_id, caller.namespace, utcnow())
+    except LookupError:
+        outcome = "not_found"
+    else:
+        outcome = "replayed" if priority is not None else "not_failed"
+        if priority is not None:
+            service.wakeup.notify(Priority(priority))
+            log.info("dashboard: %r replayed delivery %s", caller.key_name, delivery_id)
+    back = BACK.get(form.get("back", ""), BACK["dead-letters"])
+    query = urlencode({"replayed": str(delivery_id), "outcome": outcome})
+    return RedirectResponse(f"{back}?{query}", 303)

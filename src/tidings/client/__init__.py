@@ -1,0 +1,111 @@
+"""The Python client of the tidings API, sync (``Client``) and async (``AsyncClient``).
+
+It imports nothing from the rest of tidings (only httpx and the standard library), so a
+producer can use it without the server's internals. See docs/client.md.
+"""
+
+from __future__ import annotations
+
+from tidings.client.async_client import AsyncClient
+from tidings.client.errors import (
+    AuthenticationError,
+    Conflict,
+    FieldProblem,
+    InvalidRequest,
+    MissingIdempotencyKey,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ServerError,
+    TidingsConnectionError,
+    TidingsError,
+    UnexpectedAnswer,
+)
+from tidings.client.inputs import (
+    KEEP,
+    Audience,
+    EmailOptions,
+    Keep,
+    NewCampaign,
+    Notification,
+    Profile,
+    QuietHours,
+    Recipient,
+    TypeDefinition,
+)
+from tidings.client.keys import key_from_business_id
+from tidings.client.results import (
+    Accepted,
+    AcceptedDelivery,
+    BatchItem,
+    BatchResult,
+    Campaign,
+    CampaignAccepted,
+    CampaignPage,
+    CampaignSummary,
+    CancelResult,
+    ChannelForecast,
+    ChannelPreview,
+    Delivery,
+    DryRun,
+    HistoryEntry,
+    ItemError,
+    NotificationStatus,
+    NotificationType,
+    Preferences,
+    Template,
+    TemplateUpload,
+    User,
+)
+from tidings.client.retrying import Backoff
+from tidings.client.sync_client import Client
+
+__all__ = [
+    "KEEP",
+    "Accepted",
+    "AcceptedDelivery",
+    "AsyncClient",
+    "Audience",
+    "AuthenticationError",
+    "Backoff",
+    "BatchItem",
+    "BatchResult",
+    "Campaign",
+    "CampaignAccepted",
+    "CampaignPage",
+    "CampaignSummary",
+    "CancelResult",
+    "ChannelForecast",
+    "ChannelPreview",
+    "Client",
+    "Conflict",
+    "Delivery",
+    "DryRun",
+    "EmailOptions",
+    "FieldProblem",
+    "HistoryEntry",
+    "InvalidRequest",
+    "ItemError",
+    "Keep",
+    "MissingIdempotencyKey",
+    "NewCampaign",
+    "NotFound",
+    "Notification",
+    "NotificationStatus",
+    "NotificationType",
+    "PayloadTooLarge",
+    "Preferences",
+    "Profile",
+    "QuietHours",
+    "RateLimited",
+    "Recipient",
+    "ServerError",
+    "Template",
+    "TemplateUpload",
+    "TidingsConnectionError",
+    "TidingsError",
+    "TypeDefinition",
+    "UnexpectedAnswer",
+    "User",
+    "key_from_business_id",
+]
