@@ -70,11 +70,28 @@ def load_secret(secret: str | None, secret_file: Path) -> str:
     embedded mode's links survive a restart without any configuration."""
     if secret:
         return secret
-    if secret_file.exists():
-        return secret_file.read_text().strip()
-    value = secrets.token_urlsafe(32)
+    if not secret_file.exists():
+        _create_secret_file(secret_file)
+    return secret_file.read_text().strip()
+
+
+def _create_secret_file(secret_file: Path) -> None:
+    """Write a new secret to ``secret_file`` unless another process got there first.
+
+    Several processes may start at once (``tidings api --workers N``): the secret is written
+    whole to a private file, then hard-linked into place, which fails if the name exists, so
+    every process ends up reading the one secret that won, never a half-written file."""
     secret_file.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(value)
-    return value
+    staging = secret_file.with_name(f".{secret_file.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(staging, secret_file)
+        except FileExistsError:
+            pass
+    finally:
+        staging.unlink(missing_ok=True)

@@ -1,13 +1,13 @@
 """partitions: what day partitions need, on plain tables; idempotency_key
 
-The tables stay unpartitioned: day partitions are opt-in (`tidings partitions enable`,
-store/partitions.py). This revision makes the schema both layouts share, on both databases:
-the delivery and event keys gain the partition key ((id, notification_id), (id,
-delivery_id)), the foreign keys between the three tables go (they would keep a day from
-being detached), and idempotency keys move to their own table, filled from the
-notifications, whose unique (namespace, idempotency_key) goes. PostgreSQL alters the tables
-in place (the two primary keys are rebuilt, the tables locked meanwhile); SQLite, which
-cannot alter keys, copies the three tables.
+The tables stay unpartitioned here: revision 0026 moves a PostgreSQL database onto day
+partitions (or `tidings partitions enable` does, store/partitions.py). This revision makes
+the schema both layouts share, on both databases: the delivery and event keys gain the
+partition key ((id, notification_id), (id, delivery_id)), the foreign keys between the three
+tables go (they would keep a day from being detached), and idempotency keys move to their
+own table, filled from the notifications, whose unique (namespace, idempotency_key) goes.
+PostgreSQL alters the tables in place (the two primary keys are rebuilt, the tables locked
+meanwhile); SQLite, which cannot alter keys, copies the three tables.
 
 Revision ID: 0017
 Revises: 0016
