@@ -76,7 +76,7 @@ async def _cancel_events(client: httpx.AsyncClient, cancelled: int) -> list[str]
     after = None
     while True:
         page = (await client.get("/v1/events", params={"after": after} if after else {})).json()
-        if not page["events"]:
+        if not page["events"] and not page["more"]:
             break
         found += [event["type"] for event in page["events"]]
         after = page["next"]

@@ -18,6 +18,7 @@ from tidings.api.auth import ALL_SCOPES, Scope
 from tidings.providers.sink import SinkProvider
 from tidings.providers.testing import Script, ScriptedProvider
 from tidings.service import Service
+from tidings.store import events
 
 
 async def all_events(client: httpx.AsyncClient, **params: Any) -> list[dict[str, Any]]:
@@ -27,7 +28,7 @@ async def all_events(client: httpx.AsyncClient, **params: Any) -> list[dict[str,
         query = {**params, **({"after": after} if after else {})}
         page = (await client.get("/v1/events", params=query)).json()
         found += page["events"]
-        if not page["events"]:
+        if not page["events"] and not page["more"]:
             return found
         after = page["next"]
 
@@ -154,3 +155,40 @@ async def test_pages_hold_every_event_once_while_new_ones_are_written(
     assert len(cursors) == len(set(cursors)), "an event was returned twice"
     assert len(seen) == len(set(seen)) == total
     assert set(seen) == expected
+
+
+async def test_a_filter_for_rare_events_moves_on_over_the_others(
+    client: httpx.AsyncClient, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page reads a bounded stretch of the log: with a filter few events match, it answers
+    with a cursor past what it read and ``more``, and every match is found once."""
+    monkeypatch.setattr(events, "SCAN", 3)
+    monkeypatch.setattr(events, "PAGE_SCANS", 2)
+    await put_type(client)
+    await client.put("/v1/suppressions/email/gone@example.com", json={"reason": "manual"})
+    for _ in range(12):  # twelve skipped: more than the two windows of three one page reads
+        assert (await post(client, email_to("gone@example.com"))).status_code == 202
+    sent = (await post(client, email_to("ana@example.com"))).json()
+    async with running_dispatcher(service, SinkProvider(service.settings.outbox_dir)):
+        await eventually(lambda: _has(client, "delivery.sent"))
+    first = (await client.get("/v1/events", params={"types": "delivery.sent"})).json()
+    assert first["events"] == [] and first["more"] is True and first["next"]
+    found, after, pages = [], first["next"], 1
+    while True:
+        page = (
+            await client.get("/v1/events", params={"types": "delivery.sent", "after": after})
+        ).json()
+        pages += 1
+        found += page["events"]
+        after = page["next"]
+        if not page["more"]:
+            break
+    assert [e["data"]["notificationId"] for e in found] == [sent["id"]]
+    assert pages >= 2
+    # Read to its end, a page with nothing new keeps its cursor.
+    again = await client.get("/v1/events", params={"types": "delivery.sent", "after": after})
+    assert again.json() == {"events": [], "next": after, "more": False}
+
+
+async def _has(client: httpx.AsyncClient, kind: str) -> bool:
+    return any(e["type"] == kind for e in await all_events(client))

@@ -36,7 +36,8 @@ from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.store import producer_hooks
-from tidings.store.schema import webhook_message
+from tidings.store.schema import event as event_log
+from tidings.store.schema import webhook_endpoint, webhook_message
 from tidings.tracking import standard_webhooks
 
 
@@ -48,12 +49,21 @@ class Receiver:
     down: int = 0  # answer 503 to this many more requests
     received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     refused: int = 0
+    # Set: every request waits for it to be cleared before it is answered (a hung endpoint).
+    hung: asyncio.Event | None = None
+    waiting: int = 0
+    most_waiting: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hooks"
 
     async def endpoint(self, request: Request) -> Response:
+        if self.hung is not None:
+            self.waiting += 1
+            self.most_waiting = max(self.most_waiting, self.waiting)
+            await self.hung.wait()
+            self.waiting -= 1
         if self.down > 0:
             self.down -= 1
             self.refused += 1
@@ -449,3 +459,60 @@ def _message(endpoint: uuid.UUID, notification: uuid.UUID, now: datetime) -> dic
         "next_attempt_at": now,
         "created_at": now,
     }
+
+
+async def test_a_hung_endpoint_holds_only_its_own_senders(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """An endpoint that takes requests and never answers (within the timeout) keeps at most
+    ``per_endpoint`` senders; every other endpoint's events go on arriving meanwhile."""
+    service.settings.webhooks.concurrency = 4
+    service.settings.webhooks.per_endpoint = 2
+    service.settings.webhooks.timeout = 60  # the hung requests outlast the test
+    await put_type(client)
+    released = asyncio.Event()
+    hung = Receiver(hung=released)
+    async with receiving(hung), receiving(Receiver()) as fine, pushing(service):
+        for receiver in (hung, fine):
+            body = {"url": receiver.url, "events": ["delivery.sent"]}
+            assert (await client.post("/v1/webhook-endpoints", json=body)).status_code == 201
+        total = 20
+        for n in range(total):
+            assert (await post(client, email_to(f"u{n}@example.com"))).status_code == 202
+        async with running_dispatcher(service, ScriptedProvider()):
+            await eventually(lambda: len(fine.unique()) == total, within=30)
+        assert hung.waiting == hung.most_waiting == 2
+        released.set()
+        await eventually(lambda: len(hung.unique()) == total, within=30)
+    assert hung.most_waiting == 2
+
+
+async def test_an_endpoint_s_cursor_moves_past_events_it_did_not_choose(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """An endpoint waiting for rare events does not read the whole log after its cursor at
+    every round: its cursor moves on over the events it does not take."""
+    await put_type(client)
+    await client.put("/v1/suppressions/email/gone@example.com", json={"reason": "manual"})
+    body = {"url": "http://127.0.0.1:9/hooks", "events": ["delivery.bounced"]}
+    created = (await client.post("/v1/webhook-endpoints", json=body)).json()
+    for _ in range(10):  # ten skipped deliveries: ten events the endpoint does not take
+        assert (await post(client, email_to("gone@example.com"))).status_code == 202
+    newest = sa.select(sa.func.max(event_log.c.id))
+    cursor = sa.select(webhook_endpoint.c.cursor_id).where(
+        webhook_endpoint.c.id == uuid.UUID(created["id"])
+    )
+
+    async def moved() -> bool:
+        ids = await producer_hooks.active_endpoints(service.db)
+        await producer_hooks.fan_out(service.db, ids, 500, utcnow())
+        async with service.db.engine.connect() as conn:
+            last, at = (await conn.execute(newest)).scalar(), (await conn.execute(cursor)).scalar()
+        return last is not None and at == last
+
+    await eventually(moved)
+    async with service.db.engine.connect() as conn:
+        made = (
+            await conn.execute(sa.select(sa.func.count()).select_from(webhook_message))
+        ).scalar()
+    assert made == 0

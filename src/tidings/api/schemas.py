@@ -503,6 +503,10 @@ class EventOut(ApiModel):
 class EventPage(ApiModel):
     events: list[EventOut]
     next: str | None = Field(description="the cursor to ask with next (after=)")
+    more: bool = Field(
+        default=False,
+        description="more events may follow next already: ask again at once, not after a pause",
+    )
 
 
 class EndpointIn(ApiModel):

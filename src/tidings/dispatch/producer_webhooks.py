@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from datetime import datetime, timedelta
 
 import httpx
@@ -34,7 +35,10 @@ class ProducerWebhookSettings(BaseModel):
     )
     give_up_after_hours: float = Field(default=72.0, gt=0)
     poll_interval: float = Field(default=0.5, gt=0, le=60)
-    concurrency: int = Field(default=16, ge=1, le=256)
+    # Requests in flight in one process, and to one endpoint: a slow or hanging endpoint
+    # holds at most its own share, never every sender's.
+    concurrency: int = Field(default=32, ge=1, le=256)
+    per_endpoint: int = Field(default=8, ge=1, le=256)
     lease_seconds: float = Field(default=60.0, gt=0)
 
 
@@ -48,6 +52,9 @@ class ProducerWebhooks:
             trust_env=False,  # a proxy from the environment would bypass the address check
             headers={"user-agent": USER_AGENT},
         )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._inflight: dict[uuid.UUID, int] = {}
+        self._freed = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -59,21 +66,71 @@ class ProducerWebhooks:
                     log.exception("producer webhooks: round failed; trying again")
                     busy = False
                 if not busy:
-                    try:
-                        await asyncio.wait_for(stop.wait(), self.settings.poll_interval)
-                    except TimeoutError:
-                        pass
+                    await self._pause(stop)
+            await self._drain()
         finally:
             await self._client.aclose()
 
     async def step(self) -> bool:
-        """One round: fan out new events, send what is due; whether there was work."""
+        """One round: fan out new events, start sending what is due where a sender is
+        free (the sends go on past the round); whether there was work."""
         now = utcnow()
-        made = await producer_hooks.fan_out(self.db, 500, now)
+        endpoint_ids = await producer_hooks.active_endpoints(self.db)
+        busy = await producer_hooks.fan_out(self.db, endpoint_ids, 500, now)
         lease = timedelta(seconds=self.settings.lease_seconds)
-        due = await producer_hooks.claim(self.db, self.settings.concurrency, now, lease)
-        await asyncio.gather(*(self._send(message) for message in due))
-        return bool(made or due)
+        for endpoint_id in endpoint_ids:
+            free = min(
+                self.settings.concurrency - len(self._tasks),
+                self.settings.per_endpoint - self._inflight.get(endpoint_id, 0),
+            )
+            if free <= 0:
+                continue
+            due = await producer_hooks.claim(self.db, free, now, lease, endpoint_id)
+            for message in due:
+                self._start(message)
+            busy = busy or bool(due)
+        return busy
+
+    def _start(self, message: Message) -> None:
+        endpoint_id = message.endpoint.id
+        self._inflight[endpoint_id] = self._inflight.get(endpoint_id, 0) + 1
+        task = asyncio.create_task(self._send_logged(message))
+        self._tasks.add(task)
+
+        def finished(_: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            self._inflight[endpoint_id] -= 1
+            if not self._inflight[endpoint_id]:
+                del self._inflight[endpoint_id]
+            self._freed.set()
+
+        task.add_done_callback(finished)
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Until the poll interval ends, a sender is freed, or stop is set."""
+        self._freed.clear()
+        waits = [asyncio.ensure_future(stop.wait())]
+        if self._tasks:
+            waits.append(asyncio.ensure_future(self._freed.wait()))
+        _, pending = await asyncio.wait(
+            waits, timeout=self.settings.poll_interval, return_when=asyncio.FIRST_COMPLETED
+        )
+        for waiting in pending:
+            waiting.cancel()
+
+    async def _drain(self) -> None:
+        """Let the sends under way finish (their messages leased meanwhile would otherwise
+        wait a whole lease to be sent again)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.settings.timeout + 1)
+
+    async def _send_logged(self, message: Message) -> None:
+        try:
+            await self._send(message)
+        except Exception:
+            # Its outcome could not be written (the database away): the lease runs out and
+            # the message is sent again, which webhook-id lets the receiver tell.
+            log.exception("producer webhooks: message %s: outcome not written", message.id)
 
     async def _send(self, message: Message) -> None:
         now = utcnow()

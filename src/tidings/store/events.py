@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.store.engine import Database
 from tidings.store.schema import campaign, event, notification
@@ -65,25 +66,83 @@ TYPES = frozenset(
 )
 
 
+# How much of the log one page reads at most, matching or not: a reader asking for rare
+# events (a `types` filter, a quiet namespace) advances its cursor by this much per page
+# instead of scanning the whole log after it, again and again.
+SCAN = 5_000
+PAGE_SCANS = 20
+
+
+@dataclass(frozen=True)
+class Page:
+    events: list[Event]
+    # Where the next page starts: after the last event, or, when fewer than asked for
+    # matched, after everything this page read. None: the log holds nothing after ``after``.
+    next: Cursor | None
+    # The log may hold more after ``next`` already (the page was full, or read SCAN rows):
+    # ask again at once rather than after a pause.
+    more: bool = False
+
+
 async def page(
     db: Database, namespace: str, after: Cursor | None, types: Collection[str], limit: int
-) -> list[Event]:
-    """Up to ``limit`` events of ``namespace`` after ``after``, oldest first."""
-    query = page_query(db, namespace, after, types, limit)
+) -> Page:
+    """Up to ``limit`` events of ``namespace`` after ``after``, oldest first; a page that
+    finds none reads on, up to PAGE_SCANS windows, so that an empty page is rarely one
+    with more behind it."""
     async with db.engine.connect() as conn:
-        rows = (await conn.execute(query)).all()
-    return [_event(row._mapping) for row in rows]
+        found = await read_page(conn, db, namespace, after, types, limit)
+        for _ in range(PAGE_SCANS - 1):
+            if found.events or not found.more:
+                break
+            found = await read_page(conn, db, namespace, found.next, types, limit)
+    return found
 
 
-def page_query(
+async def read_page(
+    conn: AsyncConnection,
     db: Database,
     namespace: str,
     after: Cursor | None,
     types: Collection[str],
     limit: int,
     notification_types: Collection[str] | None = None,
+) -> Page:
+    """``page`` on ``conn``; ``notification_types`` keeps events of those types only.
+
+    Two statements, one snapshot each, and still one answer: the window's end is below
+    every running transaction's place, and no transaction can write below its own place
+    (store/event_triggers.py), so the window holds the same rows for the second statement."""
+    end = (await conn.execute(_window_end(db, after))).first()
+    if end is None:
+        return Page([], None)
+    upto = Cursor(end.txid or 0, end.id)
+    query = _page_query(db, namespace, after, upto, types, limit, notification_types)
+    found = read_rows((await conn.execute(query)).all())
+    if len(found) == limit:
+        return Page(found, found[-1].cursor, more=True)
+    return Page(found, upto, more=end.rows == SCAN)
+
+
+def _window_end(db: Database, after: Cursor | None) -> sa.Select[Any]:
+    """The last place of the next SCAN rows of the log, with how many rows that is."""
+    window = in_order(db, sa.select(event.c.txid, event.c.id), after).limit(SCAN).subquery()
+    last = (
+        [window.c.id.desc()] if not db.is_postgres else [window.c.txid.desc(), window.c.id.desc()]
+    )
+    rows = sa.func.count().over().label("rows")
+    return sa.select(window.c.txid, window.c.id, rows).order_by(*last).limit(1)
+
+
+def _page_query(
+    db: Database,
+    namespace: str,
+    after: Cursor | None,
+    upto: Cursor,
+    types: Collection[str],
+    limit: int,
+    notification_types: Collection[str] | None,
 ) -> sa.Select[Any]:
-    """The query of ``page``; ``notification_types`` keeps events of those types only."""
     type_name = sa.func.coalesce(notification.c.type, campaign.c.type)
     query = (
         sa.select(event, sa.func.coalesce(notification.c.namespace, campaign.c.namespace))
@@ -93,6 +152,7 @@ def page_query(
             sa.and_(campaign.c.id == event.c.campaign_id, event.c.notification_id.is_(None)),
         )
         .where(sa.func.coalesce(notification.c.namespace, campaign.c.namespace) == namespace)
+        .where(_at_most(db, upto))
         .limit(limit)
     )
     if types:
@@ -100,6 +160,12 @@ def page_query(
     if notification_types:
         query = query.where(type_name.in_(list(notification_types)))
     return in_order(db, query, after)
+
+
+def _at_most(db: Database, upto: Cursor) -> sa.ColumnElement[bool]:
+    if db.is_postgres:
+        return sa.tuple_(event.c.txid, event.c.id) <= sa.tuple_(upto.txid, upto.id)
+    return event.c.id <= upto.id
 
 
 def in_order(db: Database, query: sa.Select[Any], after: Cursor | None) -> sa.Select[Any]:

@@ -13,6 +13,7 @@ transaction, and keeps holding the later ones back; enabling the endpoint sends 
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -201,18 +202,26 @@ async def rotate(
     return until
 
 
-async def fan_out(db: Database, limit: int, now: datetime) -> int:
-    """Give each active endpoint its new events (up to ``limit`` each); messages made."""
-    made = 0
+async def active_endpoints(db: Database) -> list[uuid.UUID]:
+    """Every active endpoint, in a new order each time (the first served is no one's
+    privilege)."""
     ids = sa.select(webhook_endpoint.c.id).where(webhook_endpoint.c.status == ACTIVE)
     async with db.engine.connect() as conn:
-        endpoint_ids = [row.id for row in await conn.execute(ids)]
+        found = [row.id for row in await conn.execute(ids)]
+    random.shuffle(found)
+    return found
+
+
+async def fan_out(db: Database, endpoint_ids: list[uuid.UUID], limit: int, now: datetime) -> bool:
+    """Give each endpoint its new events (up to ``limit`` each); whether any made messages
+    or may have more to read at once."""
+    busy = False
     for endpoint_id in endpoint_ids:
-        made += await _fan_out_one(db, endpoint_id, limit, now)
-    return made
+        busy = await _fan_out_one(db, endpoint_id, limit, now) or busy
+    return busy
 
 
-async def _fan_out_one(db: Database, endpoint_id: uuid.UUID, limit: int, now: datetime) -> int:
+async def _fan_out_one(db: Database, endpoint_id: uuid.UUID, limit: int, now: datetime) -> bool:
     locked = sa.select(webhook_endpoint).where(
         webhook_endpoint.c.id == endpoint_id, webhook_endpoint.c.status == ACTIVE
     )
@@ -221,25 +230,24 @@ async def _fan_out_one(db: Database, endpoint_id: uuid.UUID, limit: int, now: da
     async with db.engine.begin() as conn:
         row = (await conn.execute(locked)).first()
         if row is None:
-            return 0
+            return False
         found = row._mapping
         cursor = Cursor(found["cursor_txid"], found["cursor_id"])
-        query = events.page_query(
-            db, found["namespace"], cursor, found["events"], limit, found["types"]
+        read = await events.read_page(
+            conn, db, found["namespace"], cursor, found["events"], limit, found["types"]
         )
-        new = events.read_rows((await conn.execute(query)).all())
-        if not new:
-            return 0
-        await conn.execute(
-            sa.insert(webhook_message), [_message_row(endpoint_id, e, now) for e in new]
-        )
-        last = new[-1].cursor
-        await conn.execute(
-            sa.update(webhook_endpoint)
-            .where(webhook_endpoint.c.id == endpoint_id)
-            .values(cursor_txid=last.txid, cursor_id=last.id)
-        )
-    return len(new)
+        new = read.events
+        if new:
+            await conn.execute(
+                sa.insert(webhook_message), [_message_row(endpoint_id, e, now) for e in new]
+            )
+        if read.next is not None and read.next != cursor:
+            await conn.execute(
+                sa.update(webhook_endpoint)
+                .where(webhook_endpoint.c.id == endpoint_id)
+                .values(cursor_txid=read.next.txid, cursor_id=read.next.id)
+            )
+    return bool(new) or read.more
 
 
 def _message_row(endpoint_id: uuid.UUID, found: events.Event, now: datetime) -> dict[str, Any]:
@@ -271,7 +279,7 @@ def _place(table: Any) -> Any:
     return sa.tuple_(table.c.event_txid, table.c.event_id, table.c.id)
 
 
-def _due(now: datetime, limit: int) -> sa.Select[Any]:
+def _due(now: datetime, limit: int, endpoint_id: uuid.UUID | None) -> sa.Select[Any]:
     earlier = webhook_message.alias("earlier")
     # Not yet taken: PENDING, or FAILED (its endpoint disabled until enabled again).
     blocked = (
@@ -284,7 +292,7 @@ def _due(now: datetime, limit: int) -> sa.Select[Any]:
         )
         .exists()
     )
-    return (
+    query = (
         sa.select(webhook_message.c.id)
         .join(webhook_endpoint, webhook_endpoint.c.id == webhook_message.c.endpoint_id)
         .where(
@@ -297,11 +305,21 @@ def _due(now: datetime, limit: int) -> sa.Select[Any]:
         .order_by(webhook_message.c.next_attempt_at)
         .limit(limit)
     )
+    if endpoint_id is not None:
+        query = query.where(webhook_message.c.endpoint_id == endpoint_id)
+    return query
 
 
-async def claim(db: Database, limit: int, now: datetime, lease: timedelta) -> list[Message]:
-    """Lease up to ``limit`` due messages, the oldest unsent of each notification only."""
-    due = _due(now, limit)
+async def claim(
+    db: Database,
+    limit: int,
+    now: datetime,
+    lease: timedelta,
+    endpoint_id: uuid.UUID | None = None,
+) -> list[Message]:
+    """Lease up to ``limit`` due messages (of one endpoint, if given), the oldest unsent of
+    each notification only."""
+    due = _due(now, limit, endpoint_id)
     if db.is_postgres:
         due = due.with_for_update(of=webhook_message, skip_locked=True)
     statement = (

@@ -65,10 +65,11 @@ async def list_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Events after ``after`` (a previous page's ``next``), oldest first. ``next`` is the
-    cursor to ask with next; an empty page keeps the cursor it was asked with."""
+    cursor to ask with next: past every event this page read, shown or not (so a filter for
+    rare events moves on); it stays what was asked with only when nothing new was written."""
     start = decode(after) if after else None
     found = await events.page(
         service_of(request).db, caller_of(request).namespace, start, _types(types), limit
     )
-    last = encode(found[-1].cursor) if found else after
-    return EventPage(events=[_out(e) for e in found], next=last)
+    last = encode(found.next) if found.next else after
+    return EventPage(events=[_out(e) for e in found.events], next=last, more=found.more)
