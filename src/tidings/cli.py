@@ -318,7 +318,9 @@ def retention(config: ConfigOption = None) -> None:
         return (
             f"days dropped: {dropped}\nold days kept (deliveries in progress): {kept}\n"
             f"notifications deleted: {done.notifications_deleted}\n"
-            f"idempotency keys pruned: {done.keys_deleted}"
+            f"idempotency keys pruned: {done.keys_deleted}\n"
+            f"events deleted: {done.log.events}\n"
+            f"webhook messages deleted: {done.log.messages}"
         )
 
     console.print(asyncio.run(_apply()))

@@ -44,10 +44,13 @@ async def maintain_every(plan: RetentionPlan, db: Database, stop: asyncio.Event)
         except Exception as error:
             log.warning("partition and retention pass failed (%s); trying again", error)
             continue
-        if done.dropped_days or done.notifications_deleted or done.keys_deleted:
+        if done.dropped_days or done.notifications_deleted or done.keys_deleted or done.log.events:
             log.info(
-                "retention: %d days dropped, %d notifications deleted, %d keys pruned",
+                "retention: %d days dropped, %d notifications deleted, %d keys pruned, "
+                "%d events and %d webhook messages deleted",
                 len(done.dropped_days),
                 done.notifications_deleted,
                 done.keys_deleted,
+                done.log.events,
+                done.log.messages,
             )

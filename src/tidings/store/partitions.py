@@ -21,7 +21,7 @@ import re
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.states import Status
 from tidings.store.engine import Database
+from tidings.store.log_retention import LogPruned, prune_log
 from tidings.store.schema import (
     delivery,
     delivery_event,
@@ -387,6 +388,7 @@ class RetentionReport:
     kept_days: list[date] = field(default_factory=list)  # old, but with live deliveries
     notifications_deleted: int = 0  # plain tables: deleted in batches
     keys_deleted: int = 0
+    log: LogPruned = field(default_factory=LogPruned)  # events, webhook messages, marks
 
 
 async def run_retention(
@@ -394,7 +396,7 @@ async def run_retention(
 ) -> RetentionReport:
     """Drop (on day partitions) the days older than ``retention_days`` whose deliveries are
     all final, or delete (plain tables) such notifications in batches; then the idempotency
-    keys older than ``idempotency_days``."""
+    keys older than ``idempotency_days``, and the event log's rows older than the days."""
     report = RetentionReport()
     cutoff = now.astimezone(UTC).date() - timedelta(days=retention_days)
     if await is_partitioned(db):
@@ -404,6 +406,7 @@ async def run_retention(
     else:
         report.notifications_deleted = await delete_old_rows(db, cutoff)
     report.keys_deleted = await prune_keys(db, now - timedelta(days=idempotency_days))
+    report.log = await prune_log(db, datetime.combine(cutoff, time(), UTC))
     return report
 
 
