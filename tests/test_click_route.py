@@ -137,6 +137,10 @@ async def test_whatever_a_token_holds_is_answered_with_a_uri(
 ) -> None:
     url = prefix + text
     answer = await follow(client, token_of(service.engagement.click_url(DELIVERY, url)))
+    if not url.lower().startswith(("http://", "https://")):
+        # Never signed by tidings; refused even when signed with its secret.
+        assert answer.status_code == 404 and "location" not in answer.headers
+        return
     assert answer.status_code == 302, answer.text
     location = answer.headers["location"]
     assert set(location) <= URI_CHARS | {"%"}
@@ -216,3 +220,13 @@ async def test_an_expired_token_is_refused_at_the_route(
 def test_a_uri_is_left_as_it_is() -> None:
     uri = "https://Shop.Example:8080/a%20b/:@!$&'()*+,;=?x=[1]&y=%E2%82%AC#top"
     assert as_uri(uri) == uri
+
+
+@pytest.mark.parametrize(
+    "url", ["javascript:alert(1)", "data:text/html,<b>x</b>", "//evil.example/", "ftp://x.example/"]
+)
+async def test_a_signed_token_for_a_link_that_is_not_http_is_refused(
+    client: httpx.AsyncClient, service: Service, url: str
+) -> None:
+    answer = await follow(client, token_of(service.engagement.click_url(DELIVERY, url)))
+    assert answer.status_code == 404 and "location" not in answer.headers

@@ -4,6 +4,7 @@ equal what happened, and unique opens leave machine opens out."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 
 from tests.helpers import eventually, put_type, running_dispatcher
 from tests.test_campaigns import EMAIL_ONLY, _status_is, add_users, post_campaign
+from tidings.clock import utcnow
 from tidings.providers.testing import Script, ScriptedProvider
 from tidings.service import Service
 from tidings.store import reports
@@ -81,3 +83,12 @@ async def test_a_campaign_report_counts_what_happened(
         "/v1/types/sale/report", params={"from": "2026-12-02", "to": "2026-12-01"}
     )
     assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "from"
+    # A window holding today holds it all; one that ends yesterday, nothing.
+    today = utcnow().date()
+    window = {"from": str(today - timedelta(days=2)), "to": str(today)}
+    assert (await client.get("/v1/types/sale/report", params=window)).json() == shown
+    before = {"from": str(today - timedelta(days=3)), "to": str(today - timedelta(days=1))}
+    earlier = (await client.get("/v1/types/sale/report", params=before)).json()
+    assert earlier["sent"] == 0 and earlier["opened"]["total"] == 0
+    unknown = await client.get("/v1/types/no.such.type/report")
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "name"

@@ -65,6 +65,10 @@ class EngagementLinks:
         delivery, url = payload
         if not (isinstance(delivery, str) and isinstance(url, str)):
             raise InvalidToken("not a click token")
+        # Only http(s) links are ever signed (html_links.tracked_links); checked again so
+        # that not even a leaked secret makes this a redirect to javascript: or data:.
+        if not url.lower().startswith(("http://", "https://")):
+            raise InvalidToken("not a web link")
         return Click(_delivery_id(delivery), url)
 
     def _load(self, serializer: URLSafeTimedSerializer, token: str) -> object:

@@ -24,6 +24,7 @@ from tidings.api.schemas import (
 from tidings.clock import utcnow
 from tidings.refusal import Refusal
 from tidings.store import campaigns, reports
+from tidings.store.types import get_type
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 MAX_DAYS = 366
@@ -97,7 +98,7 @@ def _day(text: str | None, field: str) -> date | None:
 @router.get(
     "/types/{name}/report",
     response_model=Report,
-    responses={422: {"model": ErrorResponse}},
+    responses={**_NOT_FOUND, 422: {"model": ErrorResponse}},
     dependencies=needs(Scope.READ),
 )
 async def type_report(
@@ -116,7 +117,10 @@ async def type_report(
         raise Refusal("invalid_request", "from must not be after to", "from")
     if (last - first).days >= MAX_DAYS:
         raise Refusal("invalid_request", f"at most {MAX_DAYS} days per report", "to")
+    service = service_of(request)
+    if await get_type(service.db, name) is None:
+        return error_response(404, "not_found", f"no notification type {name}", "name")
     namespace = caller_of(request).namespace
     days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
     scopes = [reports.type_scope(namespace, name, day) for day in days]
-    return report(await reports.counters(service_of(request).db, scopes))
+    return report(await reports.counters(service.db, scopes))
