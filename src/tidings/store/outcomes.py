@@ -134,10 +134,8 @@ _PG = {name: f"${number}" for number, name in enumerate(_PARAMS, 1)}
 
 
 def _pg_update(table: str) -> str:
-    """One row per statement, found by its key: a set-based UPDATE ... FROM unnest()
-    looked better but let the planner, trusting statistics that saw no SENDING rows, pick
-    a scan or a nested loop that made each batch quadratic. asyncpg pipelines the
-    executemany."""
+    """One row per statement, found by its key: for the outcomes with an event, each of which
+    must know whether its fence held (the others go set-based: ``_pg_set_update``)."""
     columns = ", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)
     return f"""
 UPDATE {table}
@@ -171,6 +169,76 @@ def _pg_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
     if day is None:
         return _pg_write_outcome(notification_days(delivery_id))
     return _pg_write_outcome_in(day)
+
+
+# Outcomes without an event (a batch of SENT, mostly) go in one statement per table: the
+# batch as arrays, joined to the rows by id. The fence (status SENDING, the claimed attempt)
+# is a join condition on array columns, not a filter on the table: a planner that trusts
+# statistics that saw no SENDING row (1 row estimated) would otherwise pick a nested loop
+# that runs the arrays again for every row, quadratic in the batch (docs/benchmarks.md,
+# notes). Joined on the key, it is one index scan by id and a hash join.
+_SET_COLUMNS = (
+    ("delivery_id", "uuid"),
+    ("claimed_attempts", "integer"),
+    ("status", "text"),
+    ("attempts", "integer"),
+    ("next_attempt_at", "timestamptz"),
+    ("provider", "text"),
+    ("provider_msg_id", "text"),
+    ("last_error", "text"),
+    ("failure_kind", "text"),
+    ("skip_reason", "text"),
+    ("sent_at", "timestamptz"),
+    ("template_version", "integer"),
+)
+_set_values = operator.attrgetter(*(name for name, _ in _SET_COLUMNS))
+
+
+def _pg_set_update(table: str, bounds: str = "") -> str:
+    arrays = ", ".join(f"${n}::{kind}[]" for n, (_, kind) in enumerate(_SET_COLUMNS, 1))
+    fence = len(_SET_COLUMNS) + 1
+    now = fence + 1
+    names = ", ".join(name for name, _ in _SET_COLUMNS)
+    columns = ", ".join(f"{name} = u.{name}" for name in OUTCOME_COLUMNS)
+    return f"""
+WITH u AS MATERIALIZED (
+    SELECT * FROM unnest({arrays}, ${fence}::text[]) AS u({names}, fence)
+)
+UPDATE {table} AS d
+SET {columns}, lease_until = NULL, updated_at = ${now},
+    template_version = COALESCE(u.template_version, d.template_version)
+FROM u
+WHERE d.id = ANY($1::uuid[]) AND d.id = u.delivery_id {bounds}
+    AND d.status = u.fence AND d.attempts = u.claimed_attempts
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_set_statement_in(day: date | None, days: tuple[uuid.UUID, uuid.UUID] | None) -> str:
+    """The set-based update on ``day``'s partition, on the parent bounded to ``days``, or
+    (both None) on the plain table."""
+    if day is not None:
+        return _pg_set_update(partition_name("delivery", day))
+    if days is None:
+        return _pg_set_update("delivery")
+    low, high = days
+    bounds = f"AND d.notification_id >= '{low}'::uuid AND d.notification_id < '{high}'::uuid"
+    return _pg_set_update("delivery", bounds)
+
+
+def _pg_set_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
+    if not partitioned:
+        return _pg_set_statement_in(None, None)
+    day = delivery_day(delivery_id)
+    if day is None:
+        return _pg_set_statement_in(None, notification_days(delivery_id))
+    return _pg_set_statement_in(day, None)
+
+
+def _pg_set_args(outcomes: Sequence[Outcome], now: datetime) -> list[Any]:
+    """The arrays of ``_pg_set_update``, in its order (enums, being strings, as they are)."""
+    columns = [list(column) for column in zip(*map(_set_values, outcomes), strict=True)]
+    return [*columns, [Status.SENDING.value] * len(outcomes), now]
 
 
 _PG_INSERT_EVENT = """
@@ -242,17 +310,17 @@ async def _write(
 async def _write_postgres(
     db: Database, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
 ) -> None:
-    quiet: dict[str, list[tuple[Any, ...]]] = {}
+    quiet: dict[str, list[Outcome]] = {}
     for outcome in outcomes:
         if not outcome.event:
-            statement = _pg_statement(outcome.delivery_id, partitioned)
-            quiet.setdefault(statement, []).append(_pg_row(outcome, now))
+            statement = _pg_set_statement(outcome.delivery_id, partitioned)
+            quiet.setdefault(statement, []).append(outcome)
     loud = [o for o in outcomes if o.event]
     async with db.asyncpg() as conn:
         # No transaction needed: after a failure the batch is written again, and rows already
         # written then fail their fence (no longer SENDING) and change nothing.
-        for statement, rows in quiet.items():
-            await conn.executemany(statement, rows)
+        for statement, group in quiet.items():
+            await conn.execute(statement, *_pg_set_args(group, now))
         if not loud:
             return
         async with conn.transaction():
