@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -43,6 +43,11 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _context: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.ContextVar(
     "tidings_log_context", default=None
 )
+# Fields made only if a record is written: a send binds its delivery's this way, at the
+# cost of one contextvar set, since nearly every send logs nothing.
+_lazy: contextvars.ContextVar[Callable[[], Mapping[str, object]] | None] = contextvars.ContextVar(
+    "tidings_log_lazy_context", default=None
+)
 
 
 def bind(**fields: object) -> contextvars.Token[Mapping[str, object] | None]:
@@ -64,11 +69,10 @@ def bound(**fields: object) -> Iterator[None]:
         unbind(token)
 
 
-def context_with(**fields: object) -> contextvars.Context:
-    """A copy of the current context with ``fields`` bound: for a task of its own."""
-    context = contextvars.copy_context()
-    context.run(bind, **fields)
-    return context
+def bind_lazily(source: Callable[[], Mapping[str, object]]) -> None:
+    """Bind, for the rest of this context (a task's own), the fields ``source`` gives when
+    a record is written; they come after those bound with ``bind``."""
+    _lazy.set(source)
 
 
 def context_without() -> contextvars.Context:
@@ -76,12 +80,16 @@ def context_without() -> contextvars.Context:
     requests, whose lines must not carry the first one's id."""
     context = contextvars.copy_context()
     context.run(_context.set, None)
+    context.run(_lazy.set, None)
     return context
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, str]:
     """The record's context fields: the bound ones, then those given with ``extra=``."""
     found = dict(_context.get() or {})
+    lazy = _lazy.get()
+    if lazy is not None:
+        found.update((name, value) for name, value in lazy().items() if value is not None)
     given = record.__dict__
     for name in FIELDS:
         value = given.get(name)

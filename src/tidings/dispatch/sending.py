@@ -205,9 +205,7 @@ class SendPipeline:
     def _start(
         self, delivery: ClaimedDelivery, profile: UserProfile | None, account: str
     ) -> asyncio.Task[None]:
-        # Every line logged while sending, down in the provider too, names the delivery.
-        context = logs.context_with(**delivery_fields(delivery), account=account)
-        task = asyncio.create_task(self._send(delivery, profile, account), context=context)
+        task = asyncio.create_task(self._send(delivery, profile, account))
         self._tasks[task] = delivery.channel
         task.add_done_callback(self._finished)
         return task
@@ -222,6 +220,9 @@ class SendPipeline:
         """The whole processing of one claimed delivery, under the guard: whatever it raises
         (a template that recurses without end, an absurd stored setting, a bug) fails this
         delivery as poison, and the lane goes on."""
+        # Every line logged while sending, down in the provider too, names the delivery (the
+        # task runs in a copy of the lane's context: this binds it for the send alone).
+        logs.bind_lazily(lambda: {**delivery_fields(delivery), "account": account})
         context = self.context
         protection = context.protection
         try:
