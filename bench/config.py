@@ -25,7 +25,10 @@ class BenchConfig:
     batch_concurrency: int = 2  # concurrent batch requests
     deliveries: int = 20_000  # PENDING deliveries the dispatcher sends
     claim_batch: int = 100  # the NORMAL lane's claim batch (and the baseline's)
-    lane_concurrency: int = 100  # the NORMAL lane's sends in flight
+    # The NORMAL lane's sends in flight: twice the claim batch, so that the next batch is
+    # claimed while the one before is sent (with it equal to the batch, the lane waits for
+    # every send of a batch before it claims again, and the database for the lane).
+    lane_concurrency: int = 200
     # Dispatch through the simulator's SendGrid against the no-op provider, both at
     # sim_lane_concurrency: 50 ms per send needs rate x 0.05 s sends in flight to hide.
     sim_latency_ms: float = 50.0

@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--relay-batch", type=int, default=relay_batch, help=f"kafka.relay_batch [{relay_batch}]")
     add("--deliveries", type=int, default=20_000, help="the dispatch backlog [20,000]")
     add("--claim-batch", type=int, default=BenchConfig.claim_batch, help="NORMAL lane [100]")
-    add("--concurrency", type=int, default=BenchConfig.lane_concurrency, help="NORMAL lane [100]")
+    add("--concurrency", type=int, default=100, help="NORMAL lane [100]")
     add("--trace", action="store_true", help="one more run per mode, timing each HIGH step")
     add("--repeat", type=int, default=3, help="runs of measurements 2 and 3; medians [3]")
     add("--out", type=Path, default=DEFAULT_OUT, help=f"[{DEFAULT_OUT}]")

@@ -81,7 +81,8 @@ assert set(CLAIM_COLUMNS) == {f.name for f in fields(ClaimedDelivery)}, "claim c
 
 
 def claimed_from_row(row: Mapping[str, Any]) -> ClaimedDelivery:
-    return ClaimedDelivery(**{name: row[name] for name in CLAIM_COLUMNS})
+    """A claimed row by its column names (the RETURNING clause's are the fields')."""
+    return ClaimedDelivery(**dict(row))
 
 
 def _due(
