@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -15,6 +14,7 @@ from tidings.content.compose import NoTemplate, compose
 from tidings.content.render import RenderError
 from tidings.content.variables import template_variables
 from tidings.dispatch import observed
+from tidings.dispatch.deadlines import Deadlines
 from tidings.dispatch.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
@@ -205,6 +205,8 @@ class Sender:
     composer: Composer
     send_timeout: float
     rng: random.Random
+    # One timer per 50 ms of send deadlines, not one per send (dispatch/deadlines.py).
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
     async def attempt(
         self,
@@ -234,7 +236,7 @@ class Sender:
         name = target.account or target.provider.name
         try:
             with observed.provider_call(name, claimed.channel):
-                async with asyncio.timeout(self.send_timeout):
+                async with self.deadlines.limit(self.send_timeout):
                     result = await target.provider.send(message)
         except ProviderError as error:
             target.report(error)
