@@ -220,9 +220,12 @@ Peak resident memory per process (issue 14: under {TARGET_MB:.0f} MB at these lo
   aiohttp clients spend about a quarter of a millisecond of CPU per request that the API
   process cannot use; the baseline has no such cost. Other work on the machine shows in the
   load average above.
-- The dispatcher lane claims at most `concurrency - in flight` rows per claim, so the bench's
-  defaults give the NORMAL lane a concurrency equal to its claim batch; at tidings' defaults
-  (concurrency 16, claim_batch 100) each claim would take 16 rows.
+- The dispatcher lane claims at most `concurrency - in flight` rows per claim. The bench's
+  NORMAL lane has twice its claim batch in flight, so that it claims the next batch while
+  the one before is sent, as a production lane sized for throughput would; with concurrency
+  equal to the batch it waits for a whole batch's sends before each claim (about 0.1 lower
+  in the no-op row: see the notes below). At tidings' defaults (concurrency 16,
+  claim_batch 100) each claim would take 16 rows.
 - pgbench runs in its own process (C, no Python), so its rate is what PostgreSQL itself
   allows on this machine for these rows; the asyncpg baseline adds the bench process's Python.
   pgbench's `-t` counts transactions per client, so the single row inserts a few more rows.
