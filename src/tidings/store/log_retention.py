@@ -32,9 +32,9 @@ async def prune_log(db: Database, before: datetime, batch: int = BATCH) -> LogPr
     # The smallest UUID v7 of ``before``'s millisecond: message ids and delivery ids are v7.
     bound = uuid.UUID(int=int(before.timestamp() * 1000) << 80)
     return LogPruned(
-        events=await _repeat(db, _old_events(before, batch), batch),
-        messages=await _repeat(db, _taken_messages(bound, batch), batch),
-        marks=await _repeat(db, _old_marks(bound, batch), batch),
+        events=await delete_in_batches(db, _old_events(before, batch), batch),
+        messages=await delete_in_batches(db, _taken_messages(bound, batch), batch),
+        marks=await delete_in_batches(db, _old_marks(bound, batch), batch),
     )
 
 
@@ -67,7 +67,9 @@ def _old_marks(bound: uuid.UUID, batch: int) -> sa.Delete:
     return sa.delete(report_unique).where(key.in_(old.scalar_subquery()))
 
 
-async def _repeat(db: Database, statement: sa.Delete, batch: int) -> int:
+async def delete_in_batches(db: Database, statement: sa.Delete, batch: int) -> int:
+    """Run ``statement`` (a delete of at most ``batch`` rows) one transaction at a time
+    until it deletes fewer: short locks and bounded WAL. Returns the rows deleted."""
     total = 0
     while True:
         async with db.engine.begin() as conn:

@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.states import Status
 from tidings.store.engine import Database
-from tidings.store.log_retention import LogPruned, prune_log
+from tidings.store.log_retention import LogPruned, delete_in_batches, prune_log
 from tidings.store.schema import (
     delivery,
     delivery_event,
@@ -542,13 +542,7 @@ async def prune_keys(db: Database, before: datetime, batch: int = KEY_BATCH) -> 
             expired.scalar_subquery()
         )
     )
-    total = 0
-    while True:
-        async with db.engine.begin() as conn:
-            deleted = (await conn.execute(statement)).rowcount
-        total += deleted
-        if deleted < batch:
-            return total
+    return await delete_in_batches(db, statement, batch)
 
 
 async def delete_old_rows(db: Database, cutoff: date, batch: int = DELETE_BATCH) -> int:
