@@ -79,6 +79,26 @@ def batch_script(batch: Sequence[Item]) -> str:
     return _statement(f"VALUES\n    {rows}")
 
 
+def dispatch_script(batch: int) -> str:
+    """The dispatch baseline's claim and completion in one statement: ``batch`` due rows
+    taken as the claim takes them (``FOR UPDATE SKIP LOCKED``, oldest due first) and marked
+    SENT in the same ``UPDATE``. One row version per delivery where the other sides write
+    two (SENDING, then SENT): the server's limit for this work, from above."""
+    return f"""WITH due AS (
+    SELECT id FROM delivery
+    WHERE status = 'PENDING' AND priority = '{PRIORITY}' AND next_attempt_at <= now()
+    ORDER BY next_attempt_at
+    LIMIT {batch}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE delivery
+SET status = 'SENT', attempts = delivery.attempts + 1, provider = 'noop', sent_at = now(),
+    lease_until = NULL, updated_at = now()
+FROM due
+WHERE delivery.id = due.id;
+"""
+
+
 @dataclass(frozen=True)
 class Run:
     """One pgbench invocation: ``clients`` connections, ``per_client`` transactions each."""

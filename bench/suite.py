@@ -174,6 +174,12 @@ def _dispatch(r: Resources) -> Case:
         ),
         unit="deliveries/s",
         target=0.7,
+        pgbench_how=(
+            f"{c.claim_batch} due rows claimed (`FOR UPDATE SKIP LOCKED`) and marked SENT in one "
+            "`UPDATE` per transaction, one client, `pgbench -M prepared -c 1`, until all are "
+            "SENT: one row version per delivery where the other sides write two (SENDING, then "
+            "SENT), so the server's limit for this work from above."
+        ),
     )
     return Case(
         measurement,
@@ -183,7 +189,18 @@ def _dispatch(r: Resources) -> Case:
         tidings=lambda _its: dispatch.run_dispatcher(r.service, r.pool),
         baseline=lambda _its: baseline.claim_and_send(r.pool, c.claim_batch, claimers=1),
         status="SENT",
+        pgbench=lambda its: _pgbench_dispatch(r, len(its)),
     )
+
+
+async def _pgbench_dispatch(r: Resources, deliveries: int) -> tuple[int, float]:
+    """Claim-and-complete transactions until every delivery is SENT (``deliveries``/batch,
+    rounded up: a last one finding fewer rows, or none, does no harm); deliveries/s."""
+    batch = r.config.claim_batch
+    job = pgbench.Run(pgbench.dispatch_script(batch), 1, math.ceil(deliveries / batch), True)
+    tps = await pgbench.run(r.config.database_url, job)
+    seconds = job.transactions / tps
+    return deliveries, deliveries / seconds
 
 
 async def _pending_at_simulator(r: Resources, its: Sequence[Item]) -> None:

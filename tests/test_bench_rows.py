@@ -67,6 +67,24 @@ async def test_pgbench_scripts_insert_what_tidings_stores(pg_plain_database_url:
     assert sum(row["address"] == "user4@example.com" for row in joined) == 2
 
 
+@pytest.mark.skipif(shutil.which("pgbench") is None, reason="pgbench is not installed")
+async def test_pgbench_dispatch_script_sends_every_due_delivery_once(
+    pg_plain_database_url: str,
+) -> None:
+    """Claim-and-complete transactions of 4 rows take every due delivery to SENT, each one
+    attempt, and a last transaction that finds none does nothing."""
+    await pgbench.run(
+        pg_plain_database_url, pgbench.Run(pgbench.batch_script(items(10, "d")), 1, 1, False)
+    )
+    await pgbench.run(pg_plain_database_url, pgbench.Run(pgbench.dispatch_script(4), 1, 4, True))
+    conn = await asyncpg.connect(pg_plain_database_url)
+    try:
+        rows = await conn.fetch("SELECT status, attempts FROM delivery")
+    finally:
+        await conn.close()
+    assert [(row["status"], row["attempts"]) for row in rows] == [("SENT", 1)] * 10
+
+
 def test_peak_rss_of_this_process() -> None:
     peak = peak_rss_mb()
     if Path("/proc/self/status").exists():
