@@ -43,7 +43,7 @@ async def _all(db: Database, table: sa.Table, column: sa.Column[Any]) -> list[An
 async def test_old_rows_of_the_event_log_go_and_waiting_messages_stay(db: Database) -> None:
     now = utcnow()
     old, recent = now - timedelta(days=40), now - timedelta(days=1)
-    cutoff = now - timedelta(days=30)
+    cutoff = (now - timedelta(days=30)).date()
     old_message, waiting = _message(old, "SENT"), _message(old, "PENDING")
     failed = _message(old, "FAILED")
     new_message = _message(recent, "SENT")

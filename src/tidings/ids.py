@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import date
 
 import uuid_utils
 
@@ -23,6 +24,16 @@ def new_id() -> uuid.UUID:
     generation itself; two ids are made per accepted notification.
     """
     return _uuid(uuid_utils.uuid7().int)
+
+
+_DAY_MS = 86_400_000
+_EPOCH = date(1970, 1, 1)
+
+
+def day_bound(day: date) -> uuid.UUID:
+    """The smallest UUID v7 of ``day`` (UTC): its first millisecond, every other bit zero.
+    Every id made on that day or later is at least this."""
+    return uuid.UUID(int=((day - _EPOCH).days * _DAY_MS) << 80)
 
 
 def _uuid(value: int) -> uuid.UUID:

@@ -78,7 +78,8 @@ class ProducerWebhooks:
         endpoint_ids = await producer_hooks.active_endpoints(self.db)
         busy = await producer_hooks.fan_out(self.db, endpoint_ids, 500, now)
         lease = timedelta(seconds=self.settings.lease_seconds)
-        for endpoint_id in endpoint_ids:
+        due_at = await producer_hooks.with_due(self.db, now) if endpoint_ids else set()
+        for endpoint_id in (e for e in endpoint_ids if e in due_at):
             free = min(
                 self.settings.concurrency - len(self._tasks),
                 self.settings.per_endpoint - self._inflight.get(endpoint_id, 0),

@@ -44,7 +44,7 @@ async def maintain_every(plan: RetentionPlan, db: Database, stop: asyncio.Event)
         except Exception as error:
             log.warning("partition and retention pass failed (%s); trying again", error)
             continue
-        if done.dropped_days or done.notifications_deleted or done.keys_deleted or done.log.events:
+        if done.dropped_days or done.notifications_deleted or done.keys_deleted or done.log.any:
             log.info(
                 "retention: %d days dropped, %d notifications deleted, %d keys pruned, "
                 "%d events and %d webhook messages deleted",

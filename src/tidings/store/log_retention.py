@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 
 import sqlalchemy as sa
 
+from tidings.ids import day_bound
 from tidings.store.engine import Database
 from tidings.store.producer_hooks import SENT
 from tidings.store.schema import event, report_unique, webhook_message
@@ -26,11 +27,15 @@ class LogPruned:
     messages: int = 0
     marks: int = 0
 
+    @property
+    def any(self) -> bool:
+        return bool(self.events or self.messages or self.marks)
 
-async def prune_log(db: Database, before: datetime, batch: int = BATCH) -> LogPruned:
-    """Delete what the event log left behind ``before`` (the retention's cutoff)."""
-    # The smallest UUID v7 of ``before``'s millisecond: message ids and delivery ids are v7.
-    bound = uuid.UUID(int=int(before.timestamp() * 1000) << 80)
+
+async def prune_log(db: Database, cutoff: date, batch: int = BATCH) -> LogPruned:
+    """Delete what the event log left from before the day ``cutoff`` (the retention's)."""
+    before = datetime.combine(cutoff, time(), UTC)
+    bound = day_bound(cutoff)  # message ids and delivery ids are UUID v7s
     return LogPruned(
         events=await delete_in_batches(db, _old_events(before, batch), batch),
         messages=await delete_in_batches(db, _taken_messages(bound, batch), batch),

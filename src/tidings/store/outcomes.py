@@ -145,30 +145,30 @@ WHERE id = {_PG["delivery_id"]} AND status = 'SENDING' AND attempts = {_PG["clai
 """
 
 
-@functools.lru_cache(maxsize=64)
-def _pg_write_outcome(days: tuple[uuid.UUID, uuid.UUID]) -> str:
-    """The update on the parent, limited to the days the delivery may live in
-    (store/partitions.py): plain tables, and on day partitions an id near a midnight
-    (partition_days.delivery_day). The bounds are literals, so the planner reads only
-    those days' partitions; a few texts in all, each prepared once per connection."""
-    low, high = days
+def _pg_target(delivery_id: uuid.UUID, partitioned: bool) -> tuple[str, str]:
+    """The table an outcome of ``delivery_id`` updates, and the condition that bounds it.
+
+    On day partitions: the partition of the day its id names, by name (it locks that table
+    and its indexes alone, where any statement on the parent locks every partition's:
+    docs/benchmarks.md, Day partitions). Else (plain tables, or an id near a midnight,
+    partition_days.delivery_day) the parent, limited to the days the delivery may live in:
+    the bounds are literals, so the planner reads only those days' partitions; a few texts
+    in all, each prepared once per connection."""
+    day = delivery_day(delivery_id) if partitioned else None
+    if day is not None:
+        return partition_name("delivery", day), ""
+    low, high = notification_days(delivery_id)
     bounds = f"notification_id >= '{low}'::uuid AND notification_id < '{high}'::uuid"
-    return f"{_pg_update('delivery')} AND {bounds}"
+    return "delivery", f"AND {bounds}"
 
 
 @functools.lru_cache(maxsize=64)
-def _pg_write_outcome_in(day: date) -> str:
-    """The update on ``day``'s partition of ``delivery``, by name: it locks that table and
-    its indexes alone, where any statement on the parent locks every partition's
-    (docs/benchmarks.md, Day partitions)."""
-    return _pg_update(partition_name("delivery", day))
+def _pg_row_update(table: str, bounds: str) -> str:
+    return f"{_pg_update(table)} {bounds}"
 
 
 def _pg_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
-    day = delivery_day(delivery_id) if partitioned else None
-    if day is None:
-        return _pg_write_outcome(notification_days(delivery_id))
-    return _pg_write_outcome_in(day)
+    return _pg_row_update(*_pg_target(delivery_id, partitioned))
 
 
 # Outcomes without an event (a batch of SENT, mostly) go in one statement per table: the
@@ -194,7 +194,8 @@ _SET_COLUMNS = (
 _set_values = operator.attrgetter(*(name for name, _ in _SET_COLUMNS))
 
 
-def _pg_set_update(table: str, bounds: str = "") -> str:
+@functools.lru_cache(maxsize=64)
+def _pg_set_update(table: str, bounds: str) -> str:
     arrays = ", ".join(f"${n}::{kind}[]" for n, (_, kind) in enumerate(_SET_COLUMNS, 1))
     fence = len(_SET_COLUMNS) + 1
     now = fence + 1
@@ -213,26 +214,11 @@ WHERE d.id = ANY($1::uuid[]) AND d.id = u.delivery_id {bounds}
 """
 
 
-@functools.lru_cache(maxsize=64)
-def _pg_set_statement_in(day: date | None, days: tuple[uuid.UUID, uuid.UUID] | None) -> str:
-    """The set-based update on ``day``'s partition, on the parent bounded to ``days``, or
-    (both None) on the plain table."""
-    if day is not None:
-        return _pg_set_update(partition_name("delivery", day))
-    if days is None:
-        return _pg_set_update("delivery")
-    low, high = days
-    bounds = f"AND d.notification_id >= '{low}'::uuid AND d.notification_id < '{high}'::uuid"
-    return _pg_set_update("delivery", bounds)
-
-
 def _pg_set_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
+    # Plain tables: one statement for the whole batch, whatever its days.
     if not partitioned:
-        return _pg_set_statement_in(None, None)
-    day = delivery_day(delivery_id)
-    if day is None:
-        return _pg_set_statement_in(None, notification_days(delivery_id))
-    return _pg_set_statement_in(day, None)
+        return _pg_set_update("delivery", "")
+    return _pg_set_update(*_pg_target(delivery_id, partitioned))
 
 
 def _pg_set_args(outcomes: Sequence[Outcome], now: datetime) -> list[Any]:

@@ -21,12 +21,13 @@ import re
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.ids import day_bound
 from tidings.states import Status
 from tidings.store.engine import Database
 from tidings.store.log_retention import LogPruned, delete_in_batches, prune_log
@@ -79,11 +80,6 @@ _PARTITIONED_PARENTS = f"""
 
 class PartitionsUnavailable(Exception):
     """The conversion cannot run on this database; the message says why."""
-
-
-def day_bound(day: date) -> uuid.UUID:
-    """The smallest UUID v7 of ``day`` (UTC): its first millisecond, every other bit zero."""
-    return uuid.UUID(int=((day - _EPOCH).days * _DAY_MS) << 80)
 
 
 def day_of(value: uuid.UUID) -> date:
@@ -406,7 +402,7 @@ async def run_retention(
     else:
         report.notifications_deleted = await delete_old_rows(db, cutoff)
     report.keys_deleted = await prune_keys(db, now - timedelta(days=idempotency_days))
-    report.log = await prune_log(db, datetime.combine(cutoff, time(), UTC))
+    report.log = await prune_log(db, cutoff)
     return report
 
 
