@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from dataclasses import asdict
 from datetime import datetime
@@ -12,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
+from tidings.api import cursors
 from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.campaign_schemas import (
     CampaignAccepted,
@@ -236,18 +235,12 @@ def _summary(c: Campaign) -> CampaignSummary:
 
 
 def _next_cursor(c: Campaign) -> str:
-    text = f"{c.created_at.isoformat()}|{c.id}"
-    return base64.urlsafe_b64encode(text.encode()).decode()
+    return cursors.encode(c.created_at.isoformat(), str(c.id), separator="|", padded=True)
 
 
 def _cursor(text: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        created, campaign_id = base64.urlsafe_b64decode(text.encode()).decode().split("|")
-        return datetime.fromisoformat(created), uuid.UUID(campaign_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise CampaignError(
-            "invalid_cursor", "after is not a cursor this API gave (use 'next')", "after"
-        ) from None
+    created, campaign_id = cursors.decode(text, 2, separator="|")
+    return cursors.moment(created), cursors.identifier(campaign_id)
 
 
 @router.post("/{campaign_id}/cancel", response_model=CancelOut, responses=_NOT_FOUND)

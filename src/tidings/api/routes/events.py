@@ -4,12 +4,11 @@ stable cursor (docs/events.md)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from tidings.api import cursors
 from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.deps import service_of
 from tidings.api.schemas import EventOut, EventPage
@@ -21,21 +20,12 @@ router = APIRouter(prefix="/v1", tags=["events"], dependencies=needs(Scope.READ)
 
 
 def encode(cursor: Cursor) -> str:
-    return base64.urlsafe_b64encode(f"{cursor.txid}.{cursor.id}".encode()).decode().rstrip("=")
+    return cursors.encode(str(cursor.txid), str(cursor.id))
 
 
 def decode(text: str) -> Cursor:
-    try:
-        padded = text + "=" * (-len(text) % 4)
-        txid, number = base64.urlsafe_b64decode(padded.encode()).decode().split(".")
-        found = Cursor(int(txid), int(number))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise Refusal(
-            "invalid_cursor", "after is not a cursor this API gave (use next)", "after"
-        ) from None
-    if found.txid < 0 or found.id < 0:
-        raise Refusal("invalid_cursor", "after is not a cursor this API gave (use next)", "after")
-    return found
+    txid, number = cursors.decode(text, 2)
+    return Cursor(cursors.number(txid), cursors.number(number))
 
 
 def _types(given: list[str] | None) -> set[str]:
