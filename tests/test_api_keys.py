@@ -54,7 +54,6 @@ PUBLIC_PREFIXES = (
     "/t/",
     "/healthz",
     "/readyz",
-    "/metrics",
     "/docs",
     "/openapi.json",
     "/dashboard",

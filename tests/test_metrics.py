@@ -25,6 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tests.test_api_keys import add_key, http
+from tidings.api.app import create_app
+from tidings.api.auth import Scope
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.priorities import Channel
@@ -243,13 +246,40 @@ async def test_campaign_progress_gauges(client: httpx.AsyncClient, service: Serv
             return samples if done and queued == 3 else None
 
         samples = await eventually(expanded, within=10, interval=0.05)
-    labels = {"campaign": campaign, "name": "m", "status": "SENDING"}
+    labels = {"campaign": campaign, "status": "SENDING"}
     assert value(samples, "tidings_campaign_audience_size", **labels) == 3
     assert value(samples, "tidings_campaign_deliveries", **labels) == 3
     low = [
         value(samples, "tidings_queue_depth", priority="low", state=s) for s in ("due", "scheduled")
     ]
     assert sum(low) == 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_metrics_need_a_metrics_key_and_show_no_campaign_name(service: Service) -> None:
+    """Once keys exist, /metrics (every namespace's counts) is for a metrics key only; and a
+    campaign's free-text name is in no label, whoever scrapes."""
+    app = create_app(service)
+    kind = unique("metrics.secret.")
+    name = unique("Spring sale for VIP ")
+    async with http(app) as client:
+        await put_type(client, kind, category="marketing", channels=("email",))
+        body = {"type": kind, "audience": {"userIds": ["u1"]}, "spreadOver": "24h", "name": name}
+        answer = await client.post("/v1/campaigns", json=body, headers={"Idempotency-Key": kind})
+        assert answer.status_code == 202, answer.text
+        campaign = answer.json()["campaignId"]
+        scraper = await add_key(app, "prometheus", [Scope.METRICS])
+        sender = await add_key(app, "orders", [Scope.SEND, Scope.READ, Scope.ADMIN])
+        anonymous = await client.get("/metrics")
+        assert anonymous.status_code == 401
+        assert name not in anonymous.text and kind not in anonymous.text
+    async with http(app, sender) as client:
+        assert (await client.get("/metrics")).status_code == 403
+    async with http(app, scraper) as client:
+        scraped = await client.get("/metrics")
+    assert scraped.status_code == 200
+    assert campaign in scraped.text
+    assert name not in scraped.text
 
 
 # Metric names in PromQL: a name followed by a selector, a range or an operator.

@@ -15,6 +15,7 @@ from tidings import __version__
 from tidings.api import errors, openapi
 from tidings.api.auth import PUBLIC, Keyring
 from tidings.api.body_limit import BodySizeLimit
+from tidings.api.key_first import KeyFirst
 from tidings.api.request_id import RequestId
 from tidings.api.routes import (
     campaigns,
@@ -115,6 +116,8 @@ def create_app(service: Service) -> FastAPI:
             "/v1/campaigns": TOPIC_BODY_BYTES,  # 10,000 inline user ids, as a topic takes
         },
     )
+    # Outermost: a request without a valid key learns nothing of its body (not even 413).
+    app.add_middleware(KeyFirst)
     openapi.document(app, ROUTERS)
     return app
 

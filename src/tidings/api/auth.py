@@ -23,6 +23,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Security, params
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from tidings.clock import utcnow
 from tidings.refusal import Refusal
@@ -43,6 +44,7 @@ class Scope(StrEnum):
     TEMPLATES = "templates"
     USERS = "users"  # profiles, preferences, devices, topics
     ADMIN = "admin"  # types, suppressions, dead letters, providers, keys
+    METRICS = "metrics"  # GET /metrics (every namespace's counts: for the operators' scraper)
 
 
 ALL_SCOPES = frozenset(Scope)
@@ -224,6 +226,12 @@ _bearer = HTTPBearer(
     auto_error=False,
 )
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The key in an ``Authorization: Bearer <key>`` header, as HTTPBearer reads it."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def keyring_of(request: Request) -> Keyring:

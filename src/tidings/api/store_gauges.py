@@ -139,7 +139,8 @@ def _other_families(snapshot: Snapshot) -> Iterator[Metric]:
 
 
 def _campaign_families(campaigns: list[RunningCampaign]) -> Iterator[Metric]:
-    labels = ["campaign", "name", "status"]
+    # The id, not the name: a name is free text a namespace chose.
+    labels = ["campaign", "status"]
     audience = GaugeMetricFamily(
         "tidings_campaign_audience_size",
         "Users in a running campaign's audience (-1 while it is being counted).",
@@ -156,7 +157,7 @@ def _campaign_families(campaigns: list[RunningCampaign]) -> Iterator[Metric]:
         labels=labels,
     )
     for running in campaigns:
-        values = [str(running.id), running.name or "", running.status]
+        values = [str(running.id), running.status]
         size = running.audience_size
         audience.add_metric(values, -1 if size is None else size)
         expanded.add_metric(values, running.expanded)

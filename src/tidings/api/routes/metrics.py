@@ -15,12 +15,14 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from tidings import metrics
-from tidings.api.auth import PUBLIC
+from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.store_gauges import StoreGauges
 
-# Public, as Prometheus scrapes without a key: counts and gauges, never addresses or words.
-router = APIRouter(tags=["metrics"], dependencies=PUBLIC)
+# Every namespace's counts (type names, campaign ids): a key with the metrics scope, as
+# Prometheus sends it (docs/operations.md, Metrics); anyone while the service has no keys,
+# which it then serves on loopback only.
+router = APIRouter(tags=["metrics"], dependencies=needs(Scope.METRICS))
 
 
 class _Scrape(Collector):
