@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,10 @@ def _sqlite_engine(url: sa.URL) -> AsyncEngine:
         pool_timeout=30,
     )
 
+    @sa.event.listens_for(engine.sync_engine, "do_connect")
+    def _before_connect(*_args: Any) -> None:
+        _create_private(url)
+
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" hook issue BEGIN itself (see below).
@@ -108,3 +113,17 @@ def _sqlite_engine(url: sa.URL) -> AsyncEngine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _create_private(url: sa.URL) -> None:
+    """Create the database file 0600 before SQLite does (it would make it 0644 under the
+    usual umask): it holds addresses and endpoint secrets. SQLite gives the ``-wal`` and
+    ``-shm`` files it makes later the main file's permissions. An existing file is left as
+    its owner set it."""
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except (FileExistsError, FileNotFoundError):
+        pass  # there already, or no such directory (SQLite says so when it opens it)
