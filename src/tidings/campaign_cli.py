@@ -9,14 +9,10 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
-from rich.bar import Bar
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
-from rich.table import Table
 
 from tidings.cli import (
     Command,
@@ -29,6 +25,10 @@ from tidings.cli import (
     http_request,
     new_typer,
 )
+
+if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
+    import httpx
+    from rich.progress import TaskID
 
 campaign = new_typer("Campaigns: one notification type sent to a whole audience.")
 app.add_typer(campaign, name="campaign")
@@ -207,6 +207,9 @@ def _counts(counts: dict[str, int], separator: str = ", ") -> str:
 
 
 def _print_forecast(forecast: dict[str, Any]) -> None:
+    from rich.bar import Bar
+    from rich.table import Table
+
     console.print(
         f"dry run: {forecast['audienceSize']} users in the audience (nothing was stored)",
         highlight=False,
@@ -258,6 +261,8 @@ def _when(text: str | None) -> str:
 
 
 def _print_campaign(body: dict[str, Any]) -> None:
+    from rich.table import Table
+
     console.print(f"campaign {body['campaignId']}", highlight=False, soft_wrap=True)
     size = body["audienceSize"]
     rows = [
@@ -296,6 +301,8 @@ def _finished(body: dict[str, Any]) -> int:
 def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any], bool]:
     """Show a live progress bar until the campaign is DONE or CANCELLED; (the last answer,
     whether Ctrl-C stopped it)."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
     body = _fetch(url, campaign_id)
     first, started = _finished(body), time.monotonic()
     progress = Progress(
@@ -386,6 +393,8 @@ def campaign_cancel(
     if as_json:
         _print_json(body)
         return
+    from rich.table import Table
+
     console.print(f"campaign {body['campaignId']} {body['status']}", highlight=False)
     table = Table("sent", "cancelled", "skipped", "failed", "expired", "in progress")
     table.add_row(
@@ -412,6 +421,8 @@ def campaign_list(
     if as_json:
         _print_json(body)
         return
+    from rich.table import Table
+
     # The id goes to `tidings campaign status`: it is never cut, whatever the terminal's
     # width; the other columns wrap around it.
     table = Table(show_lines=True)

@@ -9,18 +9,22 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import httpx
 import typer
-from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperArgument, TyperCommand
 
 from tidings import logs
-from tidings.settings import Settings
 from tidings.simulator.cli import simulate
+
+if TYPE_CHECKING:
+    import httpx
+
+    from tidings.settings import Settings
+
+# Every `tidings` call imports this module, `--help` too: what a command needs (the
+# settings, the store, the API, httpx) is imported inside it, so a call pays only for its own.
 
 
 class _Argument(TyperArgument):
@@ -88,6 +92,10 @@ NoAuthOption = Annotated[
 
 def _settings(config: Path | None, **overrides: Any) -> Settings:
     """The settings, or a readable error naming each field that is wrong."""
+    from pydantic import ValidationError
+
+    from tidings.settings import Settings
+
     try:
         return Settings.load(config, **{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
@@ -391,6 +399,8 @@ def fail(message: str) -> None:
 
 def http_request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> httpx.Response:
     """A request to the API, with the key in TIDINGS_API_KEY (if set)."""
+    import httpx
+
     key = os.environ.get("TIDINGS_API_KEY")
     if key:
         kwargs["headers"] = {**kwargs.get("headers", {}), "Authorization": f"Bearer {key}"}
@@ -402,6 +412,11 @@ def http_request(method: str, url: str, timeout: float = 30, **kwargs: Any) -> h
 
 
 def error_text(response: httpx.Response) -> str:
+    if response.status_code == 401:
+        # The API's own message names its header; the CLI user sets an environment variable.
+        if os.environ.get("TIDINGS_API_KEY"):
+            return "401: the key in TIDINGS_API_KEY is not valid (unknown, revoked or mistyped)"
+        return "401: this needs an API key: set TIDINGS_API_KEY (`tidings keys create` makes one)"
     try:
         error = response.json()["error"]
         field = f" (field: {error['field']})" if error.get("field") else ""
@@ -465,6 +480,8 @@ def status(
     if as_json:
         print(json.dumps(body, indent=2))
         return
+    from rich.table import Table
+
     console.print(f"notification {body['id']} type={body['type']} priority={body['priority']}")
     table = Table("channel", "address", "status", "attempts", "last error", "provider")
     for d in body["deliveries"]:
@@ -491,6 +508,8 @@ def providers(url: UrlOption = "http://127.0.0.1:8000", as_json: JsonOption = Fa
         return
     for channel, chain in body["chains"].items():
         console.print(f"{channel}: {' -> '.join(chain)}", highlight=False)
+    from rich.table import Table
+
     # One table per dispatcher, its id above it: a column of ids would squeeze the others
     # out of a narrow terminal, and names are never cut (they go into configuration).
     rows: dict[str, list[tuple[str, ...]]] = {}
@@ -543,6 +562,8 @@ def dlq_list(
     if as_json:
         print(json.dumps(response.json(), indent=2))
         return
+    from rich.table import Table
+
     # The id goes to `tidings dlq replay`: it is never cut, whatever the terminal's width;
     # the other columns wrap around it.
     table = Table(show_lines=True)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from tidings.api.auth import Scope, issue_key
 from tidings.cli import (
     Command,
     ConfigOption,
@@ -22,22 +20,25 @@ from tidings.cli import (
     in_database,
     new_typer,
 )
-from tidings.clock import utcnow
-from tidings.store import api_keys
-from tidings.store.api_keys import NameTaken, StoredKey
-from tidings.store.engine import Database
+
+if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
+    from tidings.store.api_keys import StoredKey
+    from tidings.store.engine import Database
 
 keys = new_typer("API keys: who may call the API, with which scopes, in which namespace.")
 app.add_typer(keys, name="keys")
 
-SCOPES_HELP = "Comma-separated: " + ", ".join(s.value for s in Scope) + "; or all."
+# api.auth.Scope's values (a test holds them equal), spelled out here because the help is
+# built when this module loads, and importing the API (FastAPI) would slow every command.
+SCOPE_NAMES = ("send", "read", "campaigns", "templates", "users", "admin", "metrics")
+SCOPES_HELP = "Comma-separated: " + ", ".join(SCOPE_NAMES) + "; or all."
 
 
 def _scopes(text: str) -> tuple[str, ...]:
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     if names == ["all"]:
-        return tuple(s.value for s in Scope)
-    known = {s.value for s in Scope}
+        return SCOPE_NAMES
+    known = set(SCOPE_NAMES)
     for name in names:
         if name not in known:
             fail(f"--scopes: unknown scope {name!r} ({SCOPES_HELP})")
@@ -67,6 +68,10 @@ def create(
     as_json: JsonOption = False,
 ) -> None:
     """Create an API key and print it: it is shown this once, and stored only hashed."""
+    from tidings.api.auth import issue_key
+    from tidings.store import api_keys
+    from tidings.store.api_keys import NameTaken
+
     if not 1 <= len(name) <= 100:
         fail("--name: 1 to 100 characters")
     if rate is not None and not (0 < rate <= 1_000_000 and math.isfinite(rate)):
@@ -112,6 +117,10 @@ def _listed(key: StoredKey) -> dict[str, object]:
 @keys.command("list", cls=Command)
 def list_keys(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Every key (never the key itself: its first characters), revoked ones too."""
+    from rich.table import Table
+
+    from tidings.store import api_keys
+
     found = in_database(config, api_keys.all_keys)
     if as_json:
         print(json.dumps([_listed(key) for key in found]))
@@ -139,6 +148,8 @@ def revoke(
     config: ConfigOption = None,
 ) -> None:
     """Revoke keys: every API process refuses them within api_key_refresh_seconds (2 s)."""
+    from tidings.clock import utcnow
+    from tidings.store import api_keys
 
     async def run(db: Database) -> list[str]:
         return await api_keys.revoke(db, names, utcnow())

@@ -4,22 +4,18 @@ partitions)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tidings.cli import Command, ConfigOption, _settings, app, console, fail, in_database, new_typer
-from tidings.clock import utcnow
-from tidings.store.engine import Database
-from tidings.store.partitions import (
-    MIGRATION_BOUND,
-    PartitionStatus,
-    PartitionsUnavailable,
-    enable_partitions,
-    partition_status,
-)
+
+if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
+    from tidings.store.engine import Database
+    from tidings.store.partitions import PartitionStatus
 
 partitions = new_typer(
     "Day partitions (PostgreSQL): notifications, deliveries and events by UTC day, old days "
-    "dropped whole by retention. The default: `tidings migrate` puts a new database on them, "
-    f"and an existing one holding at most {MIGRATION_BOUND:,} notifications; `enable` moves "
-    "a larger one, which the migration leaves on plain tables."
+    "dropped whole by retention. The default: `tidings migrate` puts a new or small database "
+    "on them; `enable` moves a larger one, which the migration leaves on plain tables."
 )
 app.add_typer(partitions, name="partitions")
 
@@ -32,6 +28,9 @@ def enable(config: ConfigOption = None) -> None:
     row's day to today + partitions_ahead. The three tables are locked exclusively for the
     whole copy (the API's inserts and the dispatchers wait, or time out): run it in a
     maintenance window. There is no command back: restore a backup to undo."""
+    from tidings.clock import utcnow
+    from tidings.store.partitions import PartitionsUnavailable, enable_partitions
+
     ahead = _settings(config).partitions_ahead
 
     async def work(db: Database) -> str:
@@ -48,6 +47,8 @@ def enable(config: ConfigOption = None) -> None:
 @partitions.command("status", cls=Command)
 def status(config: ConfigOption = None) -> None:
     """Whether the database is on day partitions, and each table's days."""
+    from tidings.store.partitions import partition_status
+
     found = in_database(config, partition_status)
     console.print(_describe(found), highlight=False, soft_wrap=True)
 

@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator, SimulatorConfig
@@ -90,6 +88,8 @@ def simulate(
 
 def load_config(path: Path | None, options: dict[str, Any]) -> SimulatorConfig:
     """The file's settings under the given options, over the command's defaults."""
+    from pydantic import ValidationError
+
     from tidings.simulator.server import SimulatorConfig
 
     values: dict[str, Any] = dict(DEFAULTS)
@@ -143,6 +143,8 @@ async def _until_signalled() -> None:
 
 def describe(sim: Simulator, written: Path | None) -> None:
     """Where each provider listens, the control API, and what to do next."""
+    from rich.table import Table
+
     from tidings.simulator import tidings_config
 
     url = tidings_config.base_url(sim)
