@@ -9,6 +9,8 @@ names; Twilio ``queued``/``sending``/``sent``...) map to ``None`` and are ignore
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -69,12 +71,20 @@ def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
         key=DeliveryKey(_uuid(event.get("delivery_id")), _sendgrid_msg_id(event)),
         kind=kind,
         at=_timestamp(event.get("timestamp"), now),
-        event_id=sg_event_id,
+        event_id=sg_event_id or _digest(event),
         status=status,
         suppress=suppress,
         detail=detail,
         failure=failure,
     )
+
+
+def _digest(event: Mapping[str, Any]) -> str:
+    """The dedupe id of an event without ``sg_event_id``: a digest of all of it. SendGrid
+    retries a batch with the same events, so a replay has the same digests; two events
+    alike in every field (timestamps are in seconds) count once."""
+    canonical = json.dumps(event, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _sendgrid_mapping(name: Any, bounce_type: Any) -> tuple[str, Status | None, str | None] | None:
