@@ -69,6 +69,9 @@ def ses_config(**changes: Any) -> SesConfig:
         "secret_access_key": SECRET,
         "region": REGION,
         "topic_arn": TOPIC,
+        # What the tests send from, and through: SES refuses any other From or set.
+        "verified_identities": ["tidings.example.com", "shop.example"],
+        "configuration_sets": ["events", "tidings-events"],
     }
     return SesConfig(**(fields | changes))
 

@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.selfsigned import self_signed
 from tidings.simulator.server import HTTP_PROVIDERS, SERVERS
@@ -125,6 +125,7 @@ STATUS: dict[str, int] = (
     | _statuses(503, "ServiceUnavailable", "Shutdown")
 )
 SANDBOX_PREFIX = "/sandbox"  # stands for Apple's sandbox host
+SANDBOX_HOSTS = frozenset({"api.sandbox.push.apple.com", "api.development.push.apple.com"})
 DEVICE_PATH = "/3/device/"
 JSON_HEADERS = {"content-type": "application/json"}
 # How long a closing connection waits for the client's TLS close_notify: an idle client
@@ -163,6 +164,7 @@ class ConnectionToken:
 class ApnsSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state("apns")
+        self.state.error_names = ErrorNames(frozenset(STATUS))
         push = sim.config.push
         self.team_id = push.apns_team_id
         self.key_id = push.apns_key_id
@@ -244,11 +246,23 @@ class ApnsSimulator:
     # The handler both ways in share.
 
     async def handle(self, request: PushRequest) -> Answer:
+        """The answer to ``request``, with the ``apns-id`` APNs puts on every answer: the
+        request's own when it is a valid one, else one it made up."""
+        answer = await self._answer(request)
+        if "apns-id" in answer.headers:
+            return answer
+        sent = request.header("apns-id").lower()
+        apns_id = sent if APNS_ID.fullmatch(sent) else str(uuid.uuid4())
+        return Answer(answer.status, answer.headers | {"apns-id": apns_id}, answer.body)
+
+    async def _answer(self, request: PushRequest) -> Answer:
         self.http_versions[request.http_version] += 1
         if request.http_version != "2":
             # Apple's servers speak only HTTP/2; a 1.1 client gets nowhere.
             return _json(505, {"reason": "HTTP/2 required"})
         sandbox, device = _target(request.path)
+        # Apple's hosts name the environment; the simulator's one host, the /sandbox path.
+        sandbox = sandbox or _host(request) in SANDBOX_HOSTS
         if device is None:
             return _reason("BadPath")
         if request.method != "POST":
@@ -366,6 +380,12 @@ class ApnsSimulator:
         return Answer(200, {"apns-id": apns_id})
 
 
+def _host(request: PushRequest) -> str:
+    """The host a request names (its ``host``, or ``:authority``), without the port."""
+    host = request.header("host")
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
 def _target(path: str) -> tuple[bool, str | None]:
     """(sandbox, device token) of a request path; None for a path that is not APNs'."""
     path = path.partition("?")[0]
@@ -434,7 +454,9 @@ class TlsListener:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert_file, key_file)
-        context.set_alpn_protocols(["h2"])
+        # http/1.1 is listed only to tell a client that offers it alone (refused) from one
+        # that offers nothing, as aioapns: that one speaks h2 at once, and Apple takes it.
+        context.set_alpn_protocols(["h2", "http/1.1"])
         self._server = await asyncio.start_server(self._serve, self._bind, self.port, ssl=context)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
@@ -454,11 +476,14 @@ class TlsListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         ssl_object = writer.get_extra_info("ssl_object")
-        if ssl_object is None or ssl_object.selected_alpn_protocol() != "h2":
+        alpn = ssl_object.selected_alpn_protocol() if ssl_object is not None else "none"
+        if alpn not in ("h2", None):
             self.state.counts["refused_without_h2"] += 1
             writer.close()
             return
         self.state.counts["tls_connections"] += 1
+        if alpn is None:
+            self.state.counts["tls_without_alpn"] += 1
         connection = Http2Connection(self._apns, reader, writer)
         self._live.add(connection)
         try:
@@ -527,7 +552,10 @@ class Http2Connection:
         request = PushRequest(
             method=pseudo.get(":method", ""),
             path=pseudo.get(":path", ""),
-            headers=[(name, value) for name, value in headers if not name.startswith(":")],
+            headers=[
+                *([("host", pseudo[":authority"])] if ":authority" in pseudo else []),
+                *((name, value) for name, value in headers if not name.startswith(":")),
+            ],
             body=bytes(body),
             http_version="2",
             connection=self.peer,

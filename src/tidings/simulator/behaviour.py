@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +56,33 @@ class Behaviour(BaseModel):
     smtputf8: bool = True
 
 
+@dataclass(frozen=True)
+class ErrorNames:
+    """The error names a provider answers as documented: its own list, and the forms that
+    ``pattern`` (a regular expression, described by ``pattern_text``) matches. ``outage`` and
+    ``rate_limited`` are everyone's."""
+
+    names: frozenset[str]
+    pattern: str | None = None
+    pattern_text: str | None = None
+
+    def unknown(self, names: Iterable[str]) -> list[str]:
+        """Those of ``names`` this provider would not answer as the name says."""
+        return [name for name in names if not self._known(name)]
+
+    def _known(self, name: str) -> bool:
+        if name in self.names or name in (OUTAGE, RATE_LIMITED):
+            return True
+        return self.pattern is not None and re.fullmatch(self.pattern, name) is not None
+
+    def listing(self) -> dict[str, Any]:
+        """The valid names, as the control API's 422 lists them."""
+        listing: dict[str, Any] = {"valid": sorted(self.names | {OUTAGE, RATE_LIMITED})}
+        if self.pattern_text:
+            listing["alsoValid"] = self.pattern_text
+        return listing
+
+
 @dataclass
 class Scripted:
     """The next ``times`` requests to ``address`` get ``error``."""
@@ -82,6 +111,8 @@ class ProviderState:
     answers: dict[str, Any] = field(default_factory=dict)  # idempotency key -> first answer
     reports: list[tuple[str, str]] = field(default_factory=list)  # (address, outcome) decided
     counts: Counter[str] = field(default_factory=Counter)
+    # What ``errors`` and scripts may name; None: anything (a provider that lists none).
+    error_names: ErrorNames | None = None
     _keys: set[str] = field(default_factory=set)
     _tokens: float | None = None
     _refilled: float = field(default_factory=time.monotonic)

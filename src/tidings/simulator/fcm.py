@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.keys import rsa_key
 from tidings.simulator.server import HTTP_PROVIDERS
@@ -46,6 +46,8 @@ GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 # firebase.google.com/docs/cloud-messaging/auth-server: the scope of messages:send.
 FCM_SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
+# Either scope lets a token send (firebase-admin asks for cloud-platform and others).
+SEND_SCOPES = frozenset({FCM_SCOPE, "https://www.googleapis.com/auth/cloud-platform"})
 # firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode, FcmError and ApnsError; the
 # field violations are google.rpc.BadRequest (cloud.google.com/apis/design/errors).
 FCM_ERROR_TYPE = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
@@ -93,6 +95,9 @@ class Grant:
 class FcmSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state("fcm")
+        self.state.error_names = ErrorNames(
+            frozenset(ERRORS), r"INVALID_ARGUMENT:[\w.\[\]]+", "INVALID_ARGUMENT:<field>"
+        )
         self.project_id = sim.config.push.fcm_project_id
         self.lifetime = sim.config.push.fcm_token_lifetime
         self.apple_token_prefix = sim.config.push.fcm_apple_token_prefix
@@ -154,7 +159,9 @@ class FcmSimulator:
         assertion = form.get("assertion")
         if not isinstance(assertion, str):
             return _oauth_error("invalid_request", "Missing required parameter: assertion")
-        problem = self._check_assertion(assertion, _url_of(request))
+        # Google takes its own token URL as the audience (google-auth always sends it),
+        # whatever token_uri the request went to; tidings' adapter names the URL it used.
+        problem = self._check_assertion(assertion, [GOOGLE_TOKEN_URI, _url_of(request)])
         if problem is not None:
             return _oauth_error("invalid_grant", problem)
         access_token = "ya29.sim-" + secrets.token_urlsafe(32)
@@ -164,7 +171,7 @@ class FcmSimulator:
             {"access_token": access_token, "expires_in": self.lifetime, "token_type": "Bearer"}
         )
 
-    def _check_assertion(self, assertion: str, audience: str) -> str | None:
+    def _check_assertion(self, assertion: str, audience: list[str]) -> str | None:
         """Google's checks: signature by the account's key, iss, aud, scope, iat/exp."""
         try:
             claims = jwt.decode(
@@ -192,7 +199,7 @@ class FcmSimulator:
                 "Invalid JWT: Token must be a short-lived token (60 minutes) and in a "
                 "reasonable timeframe. Check your iat and exp values in the JWT claim."
             )
-        if FCM_SCOPE not in str(claims.get("scope", "")).split():
+        if not SEND_SCOPES & set(str(claims.get("scope", "")).split()):
             return "Invalid OAuth scope or ID token audience provided."
         return None
 
@@ -280,7 +287,8 @@ def _invalid_android(android: Any) -> Response | None:
         return None
     if not isinstance(android, dict):
         return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android'")
-    if android.get("priority", "NORMAL") not in ("NORMAL", "HIGH"):
+    # FCM takes the enum in any case: firebase-admin sends "high" and "normal".
+    if str(android.get("priority", "NORMAL")).upper() not in ("NORMAL", "HIGH"):
         return _fcm_error("INVALID_ARGUMENT", "Invalid value at 'message.android.priority'")
     ttl = android.get("ttl")
     if ttl is not None and (not TTL_PATTERN.fullmatch(str(ttl)) or float(str(ttl)[:-1]) > MAX_TTL):

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator import form_data
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.mailgun_events import MailgunEvents
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 
@@ -59,6 +59,9 @@ ERRORS: dict[str, tuple[int, dict[str, Any] | str]] = {
 class MailgunSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(
+            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
+        )
         config = sim.config
         self.api_key = config.mailgun_api_key
         self.domains = {domain.lower() for domain in config.mailgun_domains}

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.postmark_events import PostmarkEvents
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 
@@ -93,6 +93,11 @@ def error_response(code: int, to: str = "", sender: str = "", message: str = "")
 class PostmarkSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(
+            frozenset(map(str, ERRORS)) | frozenset(HTTP_ERRORS),
+            r"\d{1,4}",
+            "any other Postmark API error code (a number: ErrorCode, HTTP 422)",
+        )
         config = sim.config
         self.token = config.postmark_server_token
         self.senders = {sender.lower() for sender in config.postmark_senders}

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.sendgrid_events import EventWebhook
 from tidings.simulator.server import HTTP_PROVIDERS
 
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 MAX_BODY = 30 * 1024 * 1024  # SendGrid's limit for the whole request
 HELP = "http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html"
 _EMAIL = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")
+_TEMPLATE_ID = re.compile(
+    r"d-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+)
 
 
 def error_body(message: str, field: str | None = None, help: str | None = None) -> dict[str, Any]:
@@ -60,6 +63,9 @@ ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 class SendGridSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state("sendgrid")
+        self.state.error_names = ErrorNames(
+            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
+        )
         self.api_key = sim.config.sendgrid_api_key
         self._window = 0
         self._window_requests = 0
@@ -172,7 +178,14 @@ def validate(body: Any) -> list[dict[str, Any]]:
                 "message.from",
             )
         )
-    if not isinstance(body.get("subject"), str) or not body["subject"]:
+    template = body.get("template_id")
+    if template is not None and not _is_template_id(template):
+        errors.append(
+            _error(
+                "The template_id must be a valid template ID.", "template_id", "message.template_id"
+            )
+        )
+    if template is None and not _has_subjects(body):
         errors.append(
             _error(
                 "The subject is required. You can get around this requirement if you use a "
@@ -182,8 +195,30 @@ def validate(body: Any) -> list[dict[str, Any]]:
                 "message.subject",
             )
         )
-    errors.extend(_content_errors(body.get("content")))
+    if template is None or "content" in body:
+        errors.extend(_content_errors(body.get("content")))
     return errors
+
+
+def _is_template_id(value: Any) -> bool:
+    """A dynamic template's id (``d-`` and 32 hex digits) or a legacy template's UUID."""
+    return isinstance(value, str) and _TEMPLATE_ID.fullmatch(value) is not None
+
+
+def _has_subjects(body: dict[str, Any]) -> bool:
+    """A subject for every email: the message's, or one in each personalization (SendGrid
+    takes a personalization's subject over the message's)."""
+    if isinstance(body.get("subject"), str) and body["subject"]:
+        return True
+    personalizations = body.get("personalizations")
+    return (
+        isinstance(personalizations, list)
+        and bool(personalizations)
+        and all(
+            isinstance(item, dict) and isinstance(item.get("subject"), str) and item["subject"]
+            for item in personalizations
+        )
+    )
 
 
 def _personalization_errors(personalizations: Any) -> list[dict[str, Any]]:

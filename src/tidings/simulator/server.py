@@ -148,6 +148,10 @@ class Simulator:
         self.states: dict[str, ProviderState] = {}
         self.http = {name: make(self) for name, make in HTTP_PROVIDERS.items()}
         self.servers = {name: make(self) for name, make in SERVERS.items()}
+        for state in self.states.values():
+            unknown = state.error_names.unknown(state.behaviour.errors) if state.error_names else []
+            if unknown:
+                raise ValueError(f"behaviours.{state.name}.errors: unknown names {unknown}")
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
@@ -275,9 +279,13 @@ class Simulator:
         if request.method == "PATCH":
             try:
                 patch: dict[str, Any] = await request.json()
-                state.behaviour = Behaviour.model_validate(state.behaviour.model_dump() | patch)
-            except (ValueError, ValidationError) as error:
+                behaviour = Behaviour.model_validate(state.behaviour.model_dump() | patch)
+            except (ValueError, TypeError, ValidationError) as error:
                 return JSONResponse({"error": str(error)}, status_code=422)
+            refusal = _unknown_errors(state, "errors", list(behaviour.errors))
+            if refusal is not None:
+                return refusal
+            state.behaviour = behaviour
         return JSONResponse(state.behaviour.model_dump(mode="json"))
 
     async def _script(self, request: Request) -> Response:
@@ -286,10 +294,34 @@ class Simulator:
             return _unknown(request)
         try:
             body = await request.json()
-            state.script(str(body["address"]), str(body["error"]), int(body.get("times", 1)))
-        except (ValueError, KeyError, TypeError) as error:
-            return JSONResponse({"error": f"expected address, error, times: {error}"}, 422)
+            address, error, times = (
+                str(body["address"]),
+                str(body["error"]),
+                int(body.get("times", 1)),
+            )
+        except (ValueError, KeyError, TypeError) as problem:
+            return JSONResponse({"error": f"expected address, error, times: {problem}"}, 422)
+        refusal = _unknown_errors(state, "error", [error])
+        if refusal is not None:
+            return refusal
+        state.script(address, error, times)
         return Response(status_code=204)
+
+
+def _unknown_errors(state: ProviderState, field: str, names: list[str]) -> Response | None:
+    """422 naming the error names ``state``'s provider does not know, and the valid ones: a
+    name taken from another provider (``500`` for Twilio's ``20500``) would otherwise be
+    answered as something else than the user meant."""
+    unknown = state.error_names.unknown(names) if state.error_names else []
+    if not unknown:
+        return None
+    assert state.error_names is not None
+    body = {
+        "error": f"unknown error names for {state.name}: {', '.join(unknown)}",
+        "field": field,
+        "unknown": unknown,
+    } | state.error_names.listing()
+    return JSONResponse(body, status_code=422)
 
 
 def _unknown(request: Request) -> Response:

@@ -17,17 +17,18 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS
 from tidings.simulator.ses_auth import Received, SigV4Check
 from tidings.simulator.ses_notifications import SesNotifications
-from tidings.simulator.ses_validation import problem, recipients
+from tidings.simulator.ses_validation import problem, recipients, sender
 from tidings.simulator.sns import SnsTopic
 
 if TYPE_CHECKING:
@@ -79,9 +80,25 @@ ERRORS: dict[str, tuple[int, str, str]] = {
 }
 
 
+class SesAccountPatch(BaseModel):
+    """A PATCH of ``/_sim/ses/account``: the lists it names replace the account's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verified_identities: list[Annotated[str, Field(min_length=1, max_length=320)]] | None = Field(
+        default=None, max_length=10_000
+    )
+    configuration_sets: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]] | None = (
+        Field(default=None, max_length=10_000)
+    )
+
+
 class SesSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state("ses")
+        self.state.error_names = ErrorNames(
+            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
+        )
         config = sim.config.ses
         self.auth = SigV4Check(
             access_key_id=config.access_key_id,
@@ -91,10 +108,17 @@ class SesSimulator:
             session_token=config.session_token,
         )
         self.topic = SnsTopic(sim, self.state, config, sns_endpoint(sim))
+        self.region = config.region
+        self.identities = {identity.lower() for identity in config.verified_identities}
+        self.configuration_sets = set(config.configuration_sets)
         self.notifications = SesNotifications(self.state, self.topic)
 
     def routes(self) -> list[BaseRoute]:
-        return [Route(SEND_PATH, self.send_email, methods=["POST"]), *self.topic.routes()]
+        return [
+            Route(SEND_PATH, self.send_email, methods=["POST"]),
+            Route("/_sim/ses/account", self.account, methods=["GET", "PATCH"]),
+            *self.topic.routes(),
+        ]
 
     async def send_email(self, request: Request) -> Response:
         raw = await request.body()
@@ -110,7 +134,47 @@ class SesSimulator:
         found = problem(body)
         if found is not None:
             return error(400, *found)
+        refused = self._account_refusal(body)
+        if refused is not None:
+            return error(*refused)
         return await self._deliver(body)
+
+    def _account_refusal(self, body: dict[str, Any]) -> tuple[int, str, str] | None:
+        """What SES refuses for this account: a configuration set that does not exist, or a
+        From that is none of its verified identities (nor at one of its domains)."""
+        name = body.get("ConfigurationSetName")
+        if name is not None and name not in self.configuration_sets:
+            return 404, "NotFoundException", f"Configuration set <{name}> does not exist."
+        address = sender(body)
+        domain = address.rpartition("@")[2].lower()
+        parents = {".".join(domain.split(".")[i:]) for i in range(domain.count(".") + 1)}
+        if address.lower() in self.identities or parents & self.identities:
+            return None
+        return (
+            400,
+            "MessageRejected",
+            "Email address is not verified. The following identities failed the check in "
+            f"region {self.region.upper()}: {address}",
+        )
+
+    async def account(self, request: Request) -> Response:
+        """The control API's view of the account: ``verified_identities`` and
+        ``configuration_sets``; a PATCH replaces the lists it names."""
+        if request.method == "PATCH":
+            try:
+                patch = SesAccountPatch.model_validate_json(await request.body())
+            except ValidationError as invalid:
+                return JSONResponse({"error": str(invalid)}, status_code=422)
+            if patch.verified_identities is not None:
+                self.identities = {i.lower() for i in patch.verified_identities}
+            if patch.configuration_sets is not None:
+                self.configuration_sets = set(patch.configuration_sets)
+        return JSONResponse(
+            {
+                "verified_identities": sorted(self.identities),
+                "configuration_sets": sorted(self.configuration_sets),
+            }
+        )
 
     async def _deliver(self, body: dict[str, Any]) -> Response:
         address = recipients(body)[0]

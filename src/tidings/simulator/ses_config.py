@@ -15,6 +15,11 @@ class SesConfig(BaseModel):
     # Temporary credentials: requests must carry this X-Amz-Security-Token (and sign it).
     session_token: str | None = None
     region: str = Field(default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+    # The account's verified identities: addresses, or domains (which cover their
+    # subdomains' addresses too, as in SES). A From outside them is MessageRejected.
+    verified_identities: list[str] = Field(default_factory=lambda: ["example.com"])
+    # The configuration sets that exist; any other ConfigurationSetName is NotFoundException.
+    configuration_sets: list[str] = Field(default_factory=lambda: ["tidings-events"])
     # The topic SES publishes bounces, complaints and deliveries to, and the HTTP(S)
     # endpoint subscribed to it (tidings' /v1/webhooks/ses/<account>). None: nothing posted.
     topic_arn: str = "arn:aws:sns:us-east-1:123456789012:tidings-ses-sim"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email.message
 import email.parser
 import email.policy
 import email.utils
@@ -30,18 +31,48 @@ def problem(body: Any) -> Problem | None:
     """What SES refuses in ``body``, first problem first."""
     if not isinstance(body, dict):
         return BAD, "The request body is not a JSON object."
+    # Raw content may leave both out: SES takes them from the message's headers.
+    raw = isinstance(body.get("Content"), dict) and "Raw" in body["Content"]
     return (
-        _sender(body.get("FromEmailAddress"))
-        or _destination(body.get("Destination"))
+        (None if raw and "FromEmailAddress" not in body else _sender(body.get("FromEmailAddress")))
+        or (None if raw and "Destination" not in body else _destination(body.get("Destination")))
         or _reply_to(body.get("ReplyToAddresses", []))
         or _content(body.get("Content"))
         or _tags(body.get("EmailTags"))
+        or (_raw_recipients(body) if raw and "Destination" not in body else None)
     )
 
 
+def sender(body: dict[str, Any]) -> str:
+    """The From address of a body ``problem`` accepted (of Raw content: its From header)."""
+    given = body.get("FromEmailAddress") or str(_raw_message(body)["From"])
+    return email.utils.parseaddr(given)[1]
+
+
 def recipients(body: dict[str, Any]) -> list[str]:
-    """The To addresses of a body ``problem`` accepted."""
-    return [str(address) for address in body["Destination"]["ToAddresses"]]
+    """The recipients of a body ``problem`` accepted: its Destination's To addresses, else
+    (Raw content) the To, Cc and Bcc of the message's headers."""
+    if "Destination" in body:
+        return [str(address) for address in body["Destination"]["ToAddresses"]]
+    message = _raw_message(body)
+    fields = [str(value) for name in ("To", "Cc", "Bcc") for value in message.get_all(name, [])]
+    return [address for _name, address in email.utils.getaddresses(fields) if address]
+
+
+def _raw_message(body: dict[str, Any]) -> email.message.EmailMessage:
+    mime = base64.b64decode(body["Content"]["Raw"]["Data"])
+    parsed = email.parser.BytesParser(policy=email.policy.default).parsebytes(mime)
+    assert isinstance(parsed, email.message.EmailMessage)
+    return parsed
+
+
+def _raw_recipients(body: dict[str, Any]) -> Problem | None:
+    found = recipients(body)
+    if not found:
+        return BAD, "Missing required field Destination: the raw message names no recipient."
+    if len(found) > MAX_RECIPIENTS:
+        return BAD, f"Recipient count exceeds {MAX_RECIPIENTS}."
+    return _addresses(found)
 
 
 def _sender(value: Any) -> Problem | None:

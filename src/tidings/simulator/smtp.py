@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.dsn_mailer import DsnMailer
 from tidings.simulator.selfsigned import self_signed
 from tidings.simulator.server import SERVERS
@@ -238,6 +238,9 @@ class SmtpServer:
     def __init__(self, sim: Simulator) -> None:
         config = sim.config
         self.state = sim.new_state("smtp")
+        self.state.error_names = ErrorNames(
+            frozenset(REPLIES), _ENHANCED.pattern, "any enhanced status code 4.y.z or 5.y.z"
+        )
         self.host = config.host
         self.port = config.smtp_port
         self.tls = config.smtp_tls

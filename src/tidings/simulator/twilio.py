@@ -11,6 +11,7 @@ and the recipient's replies (``tidings.simulator.twilio_reports``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
@@ -24,11 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 from tidings.simulator.twilio_reports import TwilioReports
 
 NAME = "twilio"
+MAX_KEPT = 100_000  # message resources kept for GET
 E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 # GSM 03.38 basic set (plus the extension table, which takes two septets).
 GSM7 = set(
@@ -40,6 +42,7 @@ GSM7_EXTENDED = set("^{}\\[~]|€\f")
 # Documented errors: code -> (HTTP status, message). ``{to}`` is filled in.
 ERRORS: dict[int, tuple[int, str]] = {
     20003: (401, "Authenticate"),
+    20404: (404, "The requested resource was not found"),
     20429: (429, "Too Many Requests"),
     20500: (500, "Internal Server Error"),
     20503: (503, "Service Unavailable"),
@@ -92,6 +95,11 @@ def num_segments(body: str) -> int:
 class SimulatedTwilio:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(
+            frozenset(map(str, ERRORS)),
+            r"[1-9]\d{4}",
+            "any other Twilio error code (five digits, e.g. 20500, 30003)",
+        )
         config = sim.config
         self.account_sid = config.twilio_account_sid
         self.auth_token = config.twilio_auth_token
@@ -103,11 +111,29 @@ class SimulatedTwilio:
         self.reports = TwilioReports(
             self.state, self.account_sid, self.auth_token, config.twilio_replies_url()
         )
+        self.messages: dict[str, dict[str, Any]] = {}  # SID -> the message resource
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/2010-04-01/Accounts/{sid}/Messages.json", self.create_message, methods=["POST"])
+            Route(
+                "/2010-04-01/Accounts/{sid}/Messages.json", self.create_message, methods=["POST"]
+            ),
+            Route(
+                "/2010-04-01/Accounts/{sid}/Messages/{message_sid}.json",
+                self.fetch_message,
+                methods=["GET"],
+            ),
         ]
+
+    async def fetch_message(self, request: Request) -> Response:
+        """A message resource as it is now (``client.messages(sid).fetch()``): 404 (code
+        20404) for a SID this account never created."""
+        if not self._authenticated(request):
+            return error_response(20003)
+        message = self.messages.get(request.path_params["message_sid"])
+        if message is None:
+            return error_response(20404)
+        return JSONResponse(message)
 
     async def create_message(self, request: Request) -> Response:
         if not self._authenticated(request):
@@ -130,8 +156,24 @@ class SimulatedTwilio:
         answer = self._message(form)
         if key is not None:
             self.state.answers.setdefault(key, answer)
-        self.reports.created(answer, form.get("StatusCallback"))
+        final, code = self.reports.created(answer, form.get("StatusCallback"))
+        self._keep(answer, final, code)
         return JSONResponse(answer, status_code=201)
+
+    def _keep(self, answer: dict[str, Any], final: str, code: str | None) -> None:
+        """Keep the message for GET, its status moving to ``final`` when the callbacks say
+        so (the oldest forgotten past ``MAX_KEPT``, to bound memory)."""
+        message = dict(answer)
+        self.messages[message["sid"]] = message
+        while len(self.messages) > MAX_KEPT:
+            del self.messages[next(iter(self.messages))]
+
+        def settle() -> None:
+            message.update(status=final, error_code=int(code) if code else None)
+            message["date_updated"] = message["date_sent"] = formatdate(usegmt=True)
+
+        delay = self.state.behaviour.report_delay_ms / 1000
+        asyncio.get_running_loop().call_later(delay, settle)
 
     async def close(self) -> None:
         await self.reports.reporter.close()

@@ -48,8 +48,11 @@ class TwilioReports:
         self.opted_out: set[str] = set()
         self.reporter = Reporter(state, self._post)
 
-    def created(self, message: dict[str, str | None], callback: str | None) -> None:
-        """Schedule what follows the creation of ``message`` (Twilio's message JSON)."""
+    def created(
+        self, message: dict[str, str | None], callback: str | None
+    ) -> tuple[str, str | None]:
+        """Schedule what follows the creation of ``message`` (Twilio's message JSON); the
+        message's final status and error code."""
         to, sender = str(message["to"]), str(message["from"] or "")
         outcome = self.state.report_outcome(to)
         status, _, code = outcome.partition(":")
@@ -67,6 +70,9 @@ class TwilioReports:
             self._status(callback, base, final, code or None)
         if outcome == "stop":
             self.reply(to, sender, "STOP")
+        if status in ("undelivered", "failed"):
+            return status, code or None
+        return "delivered", None
 
     def reply(self, sender: str, to: str, body: str) -> None:
         """``sender`` (a recipient) texts ``body`` to our number ``to``."""

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.keys import rsa_key
 from tidings.simulator.server import HTTP_PROVIDERS
@@ -113,6 +113,7 @@ def problem(name: str, invalid: list[dict[str, str]] | None = None) -> JSONRespo
 class VonageSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(frozenset(PROBLEMS) | {"invalid_number"})
         config = sim.config
         self._sim = sim
         self.api_key = config.vonage_api_key

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ProviderState
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, Simulator
 
 NAME = "webhook"
@@ -35,6 +35,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 class SimulatedWebhookReceiver:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(
+            frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599"
+        )
         self.secret = sim.config.webhook_secret  # the account's: never verifies by itself
 
     def routes(self) -> list[BaseRoute]:

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED
+from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.server import HTTP_PROVIDERS
 from tidings.simulator.webpush_crypto import (
@@ -87,6 +87,9 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
 class WebPushSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state(NAME)
+        self.state.error_names = ErrorNames(
+            frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599"
+        )
         self._sim = sim
         self.vapid_subject = sim.config.webpush_vapid_subject
         self._vapid = ec.generate_private_key(ec.SECP256R1())
