@@ -32,6 +32,7 @@ from tidings.dispatch.report_folding import ReportFolder
 from tidings.providers.chains import ProviderSet
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
+from tidings.startup import wait_for_database
 from tidings.store import api_keys
 from tidings.store.migrate import upgrade
 from tidings.store.partitions import ensure_partitions
@@ -70,6 +71,7 @@ async def run(
     jobs: list[Coroutine[Any, Any, None]] = []
     server: _Server | None = None
     try:
+        await wait_for_database(service.db)  # PostgreSQL may still be starting
         if migrate:
             await upgrade(service.db, partitions_ahead=settings.partitions_ahead)
         await _ensure_partitions(service)
