@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from tidings.clock import utcnow
 from tidings.providers import pinned_http
-from tidings.providers.base import ProviderError
+from tidings.providers.base import PermanentError, ProviderError
 from tidings.store import producer_hooks
 from tidings.store.engine import Database
 from tidings.store.producer_hooks import Message
@@ -144,6 +144,11 @@ class ProducerWebhooks:
             error = f"HTTP {status}"
         except ProviderError as failure:
             error = str(failure)[:300]
+            if isinstance(failure, PermanentError) and failure.reason == "invalid_target":
+                # A URL no request can be made to (stored before the API refused such
+                # URLs): retrying for a day cannot help, the endpoint is disabled now.
+                await producer_hooks.give_up(self.db, message, None, error, now)
+                return
         except Exception as failure:  # whatever one endpoint does, the others go on
             error = type(failure).__name__
         await self._failed(message, status, error, now)

@@ -15,7 +15,7 @@ import httpx
 
 from tidings.providers.base import PermanentError, TransientError
 from tidings.providers.http_errors import no_answer
-from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses
+from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses, url_problem
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -29,6 +29,9 @@ class Answer:
 
 def target(address: str, allow_insecure: bool) -> httpx.URL:
     """``address`` as a URL we may call; PermanentError when it never can be."""
+    problem = url_problem(address)
+    if problem is not None:
+        raise PermanentError(f"the URL {problem}", reason="invalid_target")
     try:
         url = httpx.URL(address)
     except httpx.InvalidURL as error:
@@ -67,6 +70,12 @@ async def post(
             return await _post_to(client, url, address, body, headers)
         except httpx.ConnectError as error:
             last = error
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as error:
+            # The HTTP client cannot make this request: it never will, so it is not retried.
+            raise PermanentError(
+                f"{provider}: the URL is refused by the HTTP client: {error}",
+                reason="invalid_target",
+            ) from error
         except httpx.TransportError as error:
             raise no_answer(provider, error) from error
     raise TransientError(f"{provider} unreachable: {last!r}") from last

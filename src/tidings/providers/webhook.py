@@ -31,7 +31,7 @@ from tidings.providers.base import (
 )
 from tidings.providers.http_transport import pooled_client
 from tidings.providers.retry_after import parse_retry_after
-from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses
+from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses, url_problem
 from tidings.states import Effect
 from tidings.tracking import standard_webhooks
 
@@ -107,6 +107,12 @@ class WebhookProvider:
                 return await self._post_to(url, address, body, headers)
             except httpx.ConnectError as error:
                 last = error
+            except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as error:
+                # The HTTP client cannot make this request (aiohttp raises ValueError for
+                # some URLs): it never will, so it is not retried.
+                raise PermanentError(
+                    f"webhook URL refused by the HTTP client: {error}", reason="invalid_target"
+                ) from error
             except httpx.TimeoutException as error:
                 raise TransientError(f"webhook timeout: {type(error).__name__}") from error
             except httpx.TransportError as error:
@@ -187,6 +193,10 @@ def _ascii_host(url: httpx.URL) -> str:
 
 
 def _target(address: str) -> httpx.URL:
+    problem = url_problem(address)
+    if problem is not None:
+        # A URL stored before the API refused it: no retry makes it sendable.
+        raise PermanentError(f"webhook URL {problem}", reason="invalid_target")
     try:
         url = httpx.URL(address)
     except httpx.InvalidURL as error:

@@ -16,9 +16,10 @@ import binascii
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from tidings.providers.ssrf import url_problem
 
 MAX_ENDPOINT_CHARS = 800
 _ALLOWED_KEYS = frozenset({"endpoint", "expirationTime", "keys"})
@@ -64,9 +65,9 @@ def parse(token: str) -> Subscription:
 def _endpoint(value: Any) -> str:
     if not isinstance(value, str) or len(value) > MAX_ENDPOINT_CHARS:
         raise ValueError(f"endpoint must be a URL of at most {MAX_ENDPOINT_CHARS} characters")
-    parts = urlsplit(value)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ValueError("endpoint must be an https:// URL")
+    problem = url_problem(value)
+    if problem is not None:
+        raise ValueError(f"endpoint {problem}")
     return value
 
 

@@ -26,6 +26,7 @@ from tidings.api.schemas import (
 from tidings.clock import utcnow
 from tidings.providers import pinned_http
 from tidings.providers.base import PermanentError, TransientError
+from tidings.providers.ssrf import url_problem
 from tidings.refusal import Refusal
 from tidings.store import producer_hooks
 from tidings.store.events import TYPES
@@ -46,6 +47,9 @@ def new_secret() -> str:
 async def _checked_url(url: str, allow_private: bool) -> str:
     """A URL tidings may post to, or 422 naming ``url``: the checks of every send
     (providers/pinned_http.py), made now so that a bad endpoint is refused at once."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise Refusal("invalid_url", f"url {problem}", "url")
     try:
         target = pinned_http.target(url, allow_insecure=True)
         async with asyncio.timeout(RESOLVE_SECONDS):
