@@ -264,6 +264,8 @@ def _broken(made: dict[str, Any]) -> dict[str, Any]:
         "not json": "{endpoint",
         "no keys": {"endpoint": made["endpoint"]},
         "endpoint not a URL": {**made, "endpoint": "push-service"},
+        # Two hosts, depending on the URL parser (docs/security.md, Outbound requests).
+        "endpoint with a backslash": {**made, "endpoint": "https://127.0.0.1:1\\@push.example/x"},
         "p256dh not a key": {**made, "keys": {**keys, "p256dh": b64url(b"\x04" + b"\x01" * 64)}},
         "auth too short": {**made, "keys": {**keys, "auth": b64url(b"short")}},
         "unknown field": {**made, "extra": 1},
