@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine, Generator
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 import uvicorn
 
 from tidings import metrics
@@ -34,7 +35,8 @@ from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.startup import wait_for_database
 from tidings.store import api_keys
-from tidings.store.migrate import upgrade
+from tidings.store.engine import Database
+from tidings.store.migrate import pending_upgrade, upgrade
 from tidings.store.partitions import ensure_partitions
 from tidings.tracking.bounce_listener import BounceListener
 
@@ -72,11 +74,14 @@ async def run(
     server: _Server | None = None
     try:
         await wait_for_database(service.db)  # PostgreSQL may still be starting
+        if not migrate:
+            await _check_schema(service)
+        if api:  # before migrating: a refusal is told at once
+            await _check_open_access(service)
         if migrate:
             await upgrade(service.db, partitions_ahead=settings.partitions_ahead)
         await _ensure_partitions(service)
         if api:
-            await _check_open_access(service)
             config = uvicorn.Config(
                 create_app(service),
                 host=settings.host,
@@ -125,6 +130,22 @@ class StartRefused(Exception):
     """The process must not start as configured; the message says why and what to do."""
 
 
+async def _check_schema(service: Service) -> None:
+    """A process that does not migrate (api, dispatch, relay, worker) refuses a database
+    behind the latest migration in one line, rather than fail at its first query."""
+    reason = await pending_upgrade(service.db)
+    if reason is not None:
+        raise StartRefused(reason)
+
+
+async def _keys_exist(db: Database) -> bool:
+    """Whether any API key exists: none while the database has no key table (not migrated
+    yet, which `serve` does after this check)."""
+    async with db.engine.connect() as conn:
+        has_table = await conn.run_sync(lambda sync: sa.inspect(sync).has_table("api_key"))
+    return has_table and await api_keys.any_key(db)
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -138,7 +159,7 @@ async def _check_open_access(service: Service) -> None:
     """Secure by default (docs/security.md): without API keys, the API serves loopback only,
     unless told otherwise (--no-auth); it says so when it starts open."""
     settings = service.settings
-    if await api_keys.any_key(service.db):
+    if await _keys_exist(service.db):
         return
     where = f"{settings.host}:{settings.port}"
     if is_loopback(settings.host):

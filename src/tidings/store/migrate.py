@@ -12,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
 from tidings.clock import utcnow
 from tidings.store.engine import Database
@@ -87,3 +88,19 @@ async def current_revision(db: Database) -> str | None:
 
 async def is_current(db: Database) -> bool:
     return await current_revision(db) == head_revision()
+
+
+async def pending_upgrade(db: Database) -> str | None:
+    """Why a process that does not migrate must not start on ``db``, in one line naming
+    `tidings migrate`; None when the schema is at the latest migration, or past it (a later
+    tidings migrated it: a process of this one may still be running in a rolling upgrade)."""
+    current, head = await current_revision(db), head_revision()
+    if current == head:
+        return None
+    if current is None:
+        return "the database is not migrated: run `tidings migrate` first"
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revision(current)
+    except CommandError:
+        return None  # a revision this tidings does not know: newer than its migrations
+    return f"the database schema is at revision {current}, not {head}: run `tidings migrate`"
