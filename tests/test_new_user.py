@@ -14,9 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import async_playwright, expect
 
 from tests.conftest import pg_admin, pg_url, run_blocking
-from tests.processes import free_port, tidings_env
+from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tests.test_dashboard import chromium_or_skip
 from tidings.api.auth import Scope
 from tidings.cli import error_text
 from tidings.store.engine import connect
@@ -148,3 +150,35 @@ def test_serve_refuses_an_open_address_before_migrating(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "refusing to serve 0.0.0.0" in done.stdout, done.stdout
     assert revision_of(url) is None  # refused first: nothing was migrated
+
+
+async def test_docs_renders_the_openapi_31_definition_in_a_browser(tmp_path: Path) -> None:
+    """/docs in Chromium: Swagger UI reads the OpenAPI 3.1 document and lists the routes,
+    with every file from the service itself (it works without internet access)."""
+    executable = chromium_or_skip()
+    port, env = free_port(), tidings_env()
+    base = f"http://127.0.0.1:{port}"
+    elsewhere: list[str] = []
+    with tidings_processes(env, tmp_path) as processes:
+        await wait_ready(base, processes.start("serve", ["serve", "--port", str(port)]))
+        async with async_playwright() as playwright:
+            chromium = await playwright.chromium.launch(executable_path=executable)
+            try:
+                page = await chromium.new_page()
+                page.on(
+                    "request",
+                    lambda request: (
+                        None
+                        if request.url.startswith((base, "data:"))
+                        else elsewhere.append(request.url)
+                    ),
+                )
+                await page.goto(f"{base}/docs")
+                send = page.locator(
+                    ".opblock-post .opblock-summary-path[data-path='/v1/notifications']"
+                )
+                await expect(send).to_be_visible(timeout=30_000)
+                assert await page.get_by_text("Unable to render").count() == 0
+            finally:
+                await chromium.close()
+    assert elsewhere == []

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
-import swagger_ui_bundle  # type: ignore[import-untyped]
+import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
@@ -123,12 +124,15 @@ def create_app(service: Service) -> FastAPI:
 
 
 DOCS_ASSETS = "/docs/assets"
+# Swagger UI 5 (it reads OpenAPI 3.1, as FastAPI writes it; version 4 could not), as the
+# fastapi-offline package ships it.
+SWAGGER_UI_FILES = Path(fastapi_offline.__file__).parent / "static"
 
 
 def _serve_docs_offline(app: FastAPI) -> None:
     """/docs with Swagger UI's files served from the installed package, not a CDN, so the
-    page works without internet access. (ReDoc has no packaged copy: /redoc is off.)"""
-    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs")
+    page works without internet access. (/redoc is off: one documentation page.)"""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=SWAGGER_UI_FILES), "docs")
 
     @app.get("/docs", include_in_schema=False, dependencies=PUBLIC)
     async def docs() -> HTMLResponse:
@@ -137,5 +141,5 @@ def _serve_docs_offline(app: FastAPI) -> None:
             title=f"{app.title} - API",
             swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
         )
