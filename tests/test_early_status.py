@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from tests.test_outcome_writes import _claimed, _rows
 from tidings.clock import utcnow
@@ -17,15 +18,18 @@ from tidings.service import Service
 from tidings.states import FailureKind, Status
 from tidings.store import tracking
 from tidings.store.outcomes import Outcome, write_outcomes
+from tidings.store.schema import delivery
 from tidings.store.tracking import DeliveryKey, Failure, Tracked
 
 
 def sent(delivery_id: uuid.UUID, attempts: int, now: datetime) -> Outcome:
+    """The send's outcome, naming the account the events come from (as a dispatcher's does)."""
     return Outcome(
         delivery_id=delivery_id,
         claimed_attempts=attempts,
         status=Status.SENT,
         attempts=attempts,
+        provider="sendgrid-main",
         sent_at=now,
     )
 
@@ -89,6 +93,10 @@ async def test_a_send_recorded_between_the_move_and_the_wait_loses_no_status(
     right then, before the status is put to wait: it is still applied, not dropped."""
     db = service.db
     [racing] = await _claimed(client, db, 1)
+    # An earlier attempt went through this account: the event is the account's at once.
+    async with db.engine.begin() as conn:
+        named = sa.update(delivery).where(delivery.c.id == racing.id)
+        await conn.execute(named.values(provider="sendgrid-main"))
     now = utcnow()
     apply_moves = tracking._apply_moves
 

@@ -574,7 +574,8 @@ def test_a_listen_that_is_not_host_and_port_is_refused(listen: str) -> None:
 @contextlib.asynccontextmanager
 async def listening(service: Service, port: int = 0) -> AsyncIterator[BounceListener]:
     settings = BounceSettings(listen=f"127.0.0.1:{port}", domain=DOMAIN)
-    listener = BounceListener(settings, service.db)
+    # The accounts whose return path is at DOMAIN: the scripted provider's, the simulator's.
+    listener = BounceListener(settings, service.db, {"scripted", "smtp-sim"})
     await listener.start()
     try:
         yield listener
@@ -692,7 +693,7 @@ async def test_an_oversized_message_is_refused(service: Service) -> None:
 async def test_a_database_that_cannot_be_reached_answers_451() -> None:
     """The sending server keeps the report and tries again later."""
     down = connect("postgresql://postgres@127.0.0.1:1/nowhere")
-    listener = BounceListener(BounceSettings(listen="127.0.0.1:0", domain=DOMAIN), down)
+    listener = BounceListener(BounceSettings(listen="127.0.0.1:0", domain=DOMAIN), down, set())
     await listener.start()
     try:
         with pytest.raises(aiosmtplib.SMTPDataError) as refused:

@@ -31,6 +31,7 @@ from tidings.dispatch.producer_webhooks import ProducerWebhooks
 from tidings.dispatch.relay import Relay
 from tidings.dispatch.report_folding import ReportFolder
 from tidings.providers.chains import ProviderSet
+from tidings.providers.smtp import bounce_accounts
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.startup import wait_for_database
@@ -93,7 +94,9 @@ async def run(
             server = _Server(config)
             jobs.append(server.serve(sockets=[sock] if sock is not None else None))
             if settings.bounces is not None:  # DSNs mailed to the SMTP accounts' return paths
-                jobs.append(BounceListener(settings.bounces, service.db).run(stop))
+                domain = settings.bounces.domain
+                accounts = bounce_accounts(settings.accounts, domain)
+                jobs.append(BounceListener(settings.bounces, service.db, accounts).run(stop))
         if dispatch:
             jobs.append(Dispatcher(service, providers).run(stop))
         if relay:

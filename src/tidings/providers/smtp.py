@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -43,6 +44,23 @@ from tidings.providers.smtp_replies import AUTH_RETRY_AFTER, classify_reply
 
 # In ``return_path``, the place of the delivery id (VERP: a bounce names its delivery).
 VERP_FIELD = "{delivery}"
+
+
+def bounce_accounts(accounts: Mapping[str, object], domain: str) -> frozenset[str]:
+    """The SMTP accounts whose bounces the listener for ``domain`` receives: those whose
+    ``return_path`` is at that domain. A report mailed there may move only their deliveries
+    (anyone can mail the listener: the report's delivery id alone proves nothing)."""
+    return frozenset(
+        name
+        for name, account in accounts.items()
+        if isinstance(account, SmtpAccount)
+        and account.return_path is not None
+        and _at(account.return_path) == domain.lower()
+    )
+
+
+def _at(address: str) -> str:
+    return wire_domain(address.rpartition("@")[2].strip().rstrip(".")).lower()
 
 
 class SmtpAccount(AccountSettings):

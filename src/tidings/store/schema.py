@@ -515,11 +515,15 @@ early_status = sa.Table(
     metadata,
     # A provider's status for a delivery that is still being sent (its event outran the
     # outcome of the send, which is written in batches): applied once the delivery is SENT
-    # (store/tracking.settle_early, run with the reaper). Its event is in the history already.
+    # (store/tracking.settle_early, run with the reaper). Its event is in the history already,
+    # unless ``pending`` holds it: an event whose account was not yet known to be the
+    # delivery's, written whole (history, suppression, move) once it is, else dropped.
     sa.Column("id", sa.Uuid, primary_key=True),
     sa.Column("delivery_id", sa.Uuid, nullable=False, index=True),
-    sa.Column("status", sa.String(12), nullable=False),
+    sa.Column("status", sa.String(12), nullable=True),  # NULL: the event moves nothing
     sa.Column("failure_kind", sa.String(12), nullable=True),
     sa.Column("error", sa.Text, nullable=True),
     _ts("at", nullable=False),
+    # {"accounts": [...], "kind", "at", "detail", "suppress"}: see above.
+    sa.Column("pending", JSONDoc, nullable=True),
 )

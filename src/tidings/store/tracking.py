@@ -4,12 +4,21 @@ Set-based: a SendGrid batch of a thousand events is a handful of statements. A p
 event id is inserted into ``webhook_seen`` first; an event whose id was already there (a
 retried webhook, or one racing it) is skipped. Statuses only move forward along the state
 machine, so callbacks arriving out of order never undo what a later one said.
+
+An account's webhook touches only its own deliveries: an event moves a delivery only when
+the delivery records that account (``delivery.provider``, its last attempt's) or an attempt
+of it named that account (the ``provider`` of a dispatcher's history event: a retry, a
+failure). A request signed with one account's credentials, naming another's delivery by
+id, is ignored: counted, logged, nothing written, nothing suppressed. An event about a
+delivery still being sent, whose outcome (naming its account) is not written yet, waits
+whole in ``early_status`` and is written or dropped once it is (``settle_early``).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +39,7 @@ from tidings.store.schema import (
 from tidings.store.suppressions import canonical_address
 from tidings.store.upsert import insert
 
+log = logging.getLogger(__name__)
 # Providers retry a webhook for up to a day (SendGrid: 24 h); ids are kept a while longer.
 SEEN_RETENTION = timedelta(days=3)
 # Statuses applied in this order, so that "delivered" then "bounced" in one batch ends BOUNCED.
@@ -75,9 +85,10 @@ class Tracked:
 class Applied:
     """What one webhook call did (the response body says it, tests check it)."""
 
-    applied: int  # events matched to a delivery and recorded
+    applied: int  # matched to a delivery and recorded (or waiting for its send's outcome)
     duplicates: int  # already seen: skipped
     unmatched: int  # no delivery of ours: ignored
+    ignored: int = 0  # about a delivery not sent through this account: nothing done
 
 
 @dataclass(frozen=True)
@@ -85,19 +96,49 @@ class _Target:
     id: uuid.UUID
     channel: str
     address: str
+    status: str
+    provider: str | None  # the account the delivery records
 
 
 async def apply(
-    db: Database, provider: str, channel: str, items: Sequence[Tracked], now: datetime
+    db: Database,
+    provider: str,
+    channel: str,
+    items: Sequence[Tracked],
+    now: datetime,
+    accounts: Collection[str] | None = None,
 ) -> Applied:
-    """Record ``items`` (events of account ``provider`` on ``channel``) in one transaction."""
+    """Record ``items`` (events that ``provider`` reported on ``channel``) in one
+    transaction: each about a delivery sent or attempted through one of ``accounts`` (by
+    default ``provider``, the account whose credentials the request carried); the others
+    are ignored, and logged once."""
+    through = frozenset(accounts if accounts is not None else (provider,))
     async with db.engine.begin() as conn:
         fresh = await _unseen(db, conn, provider, items, now)
-        targets = await _resolve(conn, provider, channel, fresh)
-        matched = [(item, targets[i]) for i, item in enumerate(fresh) if i in targets]
+        targets = await _resolve(conn, through, channel, fresh)
+        bound = await _bound(conn, through, targets.values())
+        matched, waiting = [], []
+        for index, item in enumerate(fresh):
+            target = targets.get(index)
+            if target is not None and target.id in bound:
+                matched.append((item, target))
+            elif target is not None and target.status in _IN_PROGRESS:
+                waiting.append((item, target))  # its account is not recorded yet
         if matched:
             await _record(db, conn, matched, now)
-    return Applied(len(matched), len(items) - len(fresh), len(fresh) - len(matched))
+        if waiting:
+            await _wait(conn, waiting, through, now)
+    ignored = len(targets) - len(matched) - len(waiting)
+    if ignored:
+        log.warning(
+            "%d %s event(s) from %s name deliveries not sent through it: ignored",
+            ignored,
+            channel,
+            provider,
+        )
+    return Applied(
+        len(matched) + len(waiting), len(items) - len(fresh), len(fresh) - len(targets), ignored
+    )
 
 
 async def _unseen(
@@ -127,37 +168,72 @@ async def _unseen(
 
 
 async def _resolve(
-    conn: AsyncConnection, provider: str, channel: str, items: Sequence[Tracked]
+    conn: AsyncConnection, accounts: frozenset[str], channel: str, items: Sequence[Tracked]
 ) -> dict[int, _Target]:
-    """Index in ``items`` -> its delivery: by our delivery id, else by the provider's id."""
-    columns = (delivery.c.id, delivery.c.channel, delivery.c.address, delivery.c.provider_msg_id)
+    """Index in ``items`` -> its delivery: by our delivery id, else by the provider's id
+    (which only the accounts' deliveries are searched for)."""
+    columns = (
+        delivery.c.id,
+        delivery.c.channel,
+        delivery.c.address,
+        delivery.c.status,
+        delivery.c.provider,
+        delivery.c.provider_msg_id,
+    )
     ids = {item.key.delivery_id for item in items if item.key.delivery_id}
     msg_ids = {item.key.provider_msg_id for item in items if item.key.provider_msg_id}
     by_id: dict[uuid.UUID, _Target] = {}
     by_msg: dict[str, _Target] = {}
     if ids:
         query = sa.select(*columns).where(delivery.c.id.in_(ids), delivery.c.channel == channel)
-        by_id = {
-            row.id: _Target(row.id, row.channel, row.address) for row in await conn.execute(query)
-        }
+        by_id = {row.id: _target(row) for row in await conn.execute(query)}
     if msg_ids:
         query = sa.select(*columns).where(
-            delivery.c.provider == provider,
+            delivery.c.provider.in_(accounts),
             delivery.c.provider_msg_id.in_(msg_ids),
             delivery.c.channel == channel,
         )
-        by_msg = {
-            row.provider_msg_id: _Target(row.id, row.channel, row.address)
-            for row in await conn.execute(query)
-        }
+        by_msg = {row.provider_msg_id: _target(row) for row in await conn.execute(query)}
     resolved = {}
     for index, item in enumerate(items):
         target = by_id.get(item.key.delivery_id) if item.key.delivery_id else None
-        if target is None and item.key.provider_msg_id:
-            target = by_msg.get(item.key.provider_msg_id)
+        if (target is None or target.provider not in accounts) and item.key.provider_msg_id:
+            target = by_msg.get(item.key.provider_msg_id, target)
         if target is not None:
             resolved[index] = target
     return resolved
+
+
+def _target(row: Any) -> _Target:
+    return _Target(row.id, row.channel, row.address, row.status, row.provider)
+
+
+async def _bound(
+    conn: AsyncConnection, accounts: frozenset[str], targets: Iterable[_Target]
+) -> set[uuid.UUID]:
+    """The deliveries among ``targets`` sent or attempted through one of ``accounts``."""
+    bound: set[uuid.UUID] = set()
+    others: set[uuid.UUID] = set()
+    for target in targets:
+        (bound if target.provider in accounts else others).add(target.id)
+    if others:
+        bound |= {delivery_id for delivery_id, _ in await _attempts(conn, others, accounts)}
+    return bound
+
+
+async def _attempts(
+    conn: AsyncConnection, ids: Collection[uuid.UUID], accounts: Collection[str]
+) -> set[tuple[uuid.UUID, str]]:
+    """(delivery, account) for each earlier attempt of ``ids`` through one of ``accounts``:
+    the dispatcher's history events (a retry, a failure, a hold) name their account as
+    ``provider``; no provider event's detail has that key."""
+    account = delivery_event.c.detail["provider"].as_string()
+    query = (
+        sa.select(delivery_event.c.delivery_id, account.label("account"))
+        .where(delivery_event.c.delivery_id.in_(ids), account.in_(accounts))
+        .distinct()
+    )
+    return {(row.delivery_id, row.account) for row in await conn.execute(query)}
 
 
 async def _record(
@@ -217,22 +293,109 @@ async def _keep_early(
         await conn.execute(sa.insert(early_status), rows)
 
 
+async def _wait(
+    conn: AsyncConnection,
+    waiting: Sequence[tuple[Tracked, _Target]],
+    accounts: frozenset[str],
+    now: datetime,
+) -> None:
+    """Events about deliveries still being sent, whose account is not known yet: kept whole
+    (nothing in the history, nothing suppressed) until ``settle_early`` knows it."""
+    rows = [
+        {
+            "id": new_id(),
+            "delivery_id": target.id,
+            "status": item.status.value if item.status else None,
+            "failure_kind": item.failure.kind.value if item.failure else None,
+            "error": item.failure.error[:_MAX_ERROR] if item.failure else None,
+            "at": now,
+            "pending": {
+                "accounts": sorted(accounts),
+                "kind": item.kind,
+                "at": item.at.isoformat(),
+                "detail": item.detail,
+                "suppress": item.suppress,
+            },
+        }
+        for item, target in waiting
+    ]
+    await conn.execute(sa.insert(early_status), rows)
+
+
 async def settle_early(db: Database, now: datetime) -> int:
     """Apply the statuses that outran their send, now that it is recorded; the applied.
-    Those whose delivery ended otherwise, or waited over a day, are dropped."""
-    query = sa.select(early_status, delivery.c.status.label("current")).join(
-        delivery, delivery.c.id == early_status.c.delivery_id, isouter=True
-    )
+    Those whose delivery ended otherwise, or waited over a day, are dropped, and so are the
+    waiting events whose delivery went out through another account."""
+    query = sa.select(
+        early_status,
+        delivery.c.status.label("current"),
+        delivery.c.provider.label("account"),
+        delivery.c.channel,
+        delivery.c.address,
+    ).join(delivery, delivery.c.id == early_status.c.delivery_id, isouter=True)
     async with db.engine.begin() as conn:
         rows = (await conn.execute(query.limit(1000))).all()
         ready = [r for r in rows if r.current not in _IN_PROGRESS]
         stale = [r for r in rows if r.current in _IN_PROGRESS and now - r.at > _EARLY_FOR]
-        moves = [(r.delivery_id, Status(r.status), _failure(r)) for r in ready]
+        trusted = await _trusted(conn, ready)
+        await _record_pending(db, conn, [r for r in trusted if r.pending is not None], now)
+        moves = [(r.delivery_id, Status(r.status), _failure(r)) for r in trusted if r.status]
         moved = await _apply_moves(conn, moves, now) if moves else set()
         done = [r.id for r in (*ready, *stale)]
         if done:
             await conn.execute(sa.delete(early_status).where(early_status.c.id.in_(done)))
+    if len(trusted) < len(ready):
+        log.warning(
+            "%d waiting provider event(s) named deliveries not sent through their account: dropped",
+            len(ready) - len(trusted),
+        )
     return len(moved)
+
+
+async def _trusted(conn: AsyncConnection, rows: Sequence[Any]) -> list[Any]:
+    """The ``rows`` to apply: early statuses of bound events, and waiting events whose
+    delivery went out (or was attempted) through one of the accounts they came from."""
+    unsure = [r for r in rows if r.pending is not None and r.account not in r.pending["accounts"]]
+    attempted: set[tuple[uuid.UUID, str]] = set()
+    if unsure:
+        ids = {r.delivery_id for r in unsure}
+        accounts = {a for r in unsure for a in r.pending["accounts"]}
+        attempted = await _attempts(conn, ids, accounts)
+    return [r for r in rows if r.pending is None or _took(r, attempted)]
+
+
+def _took(row: Any, attempted: set[tuple[uuid.UUID, str]]) -> bool:
+    """Whether the waiting event ``row`` is its delivery's account's (a delivery gone since,
+    to retention, takes nothing)."""
+    accounts = row.pending["accounts"]
+    if row.current is None:
+        return False
+    return row.account in accounts or any((row.delivery_id, a) in attempted for a in accounts)
+
+
+async def _record_pending(
+    db: Database, conn: AsyncConnection, rows: Sequence[Any], now: datetime
+) -> None:
+    """Write the history and suppressions of waiting events found to be the account's."""
+    if not rows:
+        return
+    events = [
+        {
+            "id": new_id(),
+            "delivery_id": r.delivery_id,
+            "kind": r.pending["kind"],
+            "at": datetime.fromisoformat(r.pending["at"]),
+            "detail": r.pending["detail"],
+        }
+        for r in rows
+    ]
+    await conn.execute(sa.insert(delivery_event), events)
+    wanted = [
+        (_Target(r.delivery_id, r.channel, r.address, r.current, r.account), r.pending["suppress"])
+        for r in rows
+        if r.pending["suppress"]
+    ]
+    await _suppress(db, conn, wanted, now)
 
 
 def _failure(row: Any) -> Failure | None:

@@ -7,6 +7,9 @@ are accepted (others: ``550 5.1.1``), messages over ``max_message_bytes`` are re
 (``552``, by aiosmtpd). Each message is read by ``tracking/dsn.py``, mapped by
 ``tracking/dsn_events.py`` and written by ``store/tracking.apply``; anything that is not a
 DSN (an auto-reply, spam) or names no delivery of ours is accepted and dropped, counted.
+Anyone can mail the listener, so a report moves only a delivery sent (or attempted) through
+one of the SMTP accounts whose ``return_path`` is at its domain (``providers/smtp.py``,
+``bounce_accounts``); one naming another delivery is dropped, counted as ignored.
 
 A report that outruns the outcome of its send (the delivery still being sent, as when a
 relay bounces at once) is answered ``451``: the sending server tries again later, when the
@@ -23,7 +26,7 @@ import logging
 import socket
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -48,9 +51,10 @@ IDLE_TIMEOUT = 60.0  # seconds a silent client keeps its connection
 class BounceHandler:
     """aiosmtpd hooks: recipients of our domain only; each message read and applied."""
 
-    def __init__(self, domain: str, db: Database) -> None:
+    def __init__(self, domain: str, db: Database, accounts: Collection[str]) -> None:
         self.domain = domain
         self.db = db
+        self.accounts = frozenset(accounts)  # the SMTP accounts whose bounces come here
         self.counts: Counter[str] = Counter()  # for the log lines, and tests
 
     async def handle_RCPT(
@@ -101,16 +105,20 @@ class BounceHandler:
         if await tracking_targets.in_progress(self.db, PROVIDER, CHANNEL, items[0].key):
             self.counts["too_early"] += 1
             return NOT_YET_SENT
-        applied = await tracking.apply(self.db, PROVIDER, CHANNEL, items, now)
+        applied = await tracking.apply(self.db, PROVIDER, CHANNEL, items, now, self.accounts)
         self.counts.update(
-            applied=applied.applied, duplicates=applied.duplicates, unmatched=applied.unmatched
+            applied=applied.applied,
+            duplicates=applied.duplicates,
+            unmatched=applied.unmatched,
+            ignored=applied.ignored,
         )
         log.info(
-            "bounce listener: DSN %s: %d applied, %d duplicate, %d unmatched",
+            "bounce listener: DSN %s: %d applied, %d duplicate, %d unmatched, %d ignored",
             report.report_id,
             applied.applied,
             applied.duplicates,
             applied.unmatched,
+            applied.ignored,
         )
         return ACCEPTED
 
@@ -118,9 +126,9 @@ class BounceHandler:
 class BounceListener:
     """The SMTP server of ``[bounces]``, in the event loop of the process that runs it."""
 
-    def __init__(self, settings: BounceSettings, db: Database) -> None:
+    def __init__(self, settings: BounceSettings, db: Database, accounts: Collection[str]) -> None:
         self.settings = settings
-        self.handler = BounceHandler(settings.domain, db)
+        self.handler = BounceHandler(settings.domain, db, accounts)
         self.port = settings.port  # the bound one once started (a setting of 0: any free)
         self._server: asyncio.Server | None = None
         self._connections: weakref.WeakSet[SMTP] = weakref.WeakSet()

@@ -125,7 +125,7 @@ async def _apply(
             "applied": applied.applied,
             "duplicates": applied.duplicates,
             "unmatched": applied.unmatched,
-            "ignored": 1 - len(items),
+            "ignored": 1 - len(items) + applied.ignored,
         }
     )
 

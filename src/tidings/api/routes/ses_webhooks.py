@@ -132,7 +132,7 @@ async def _notification(service: Service, account: str, message: dict[str, Any])
             headers={"Retry-After": str(RETRY_SECONDS)},
         )
     applied = await tracking.apply(service.db, account, "email", [item] if item else [], now)
-    return _counts(1, applied, ignored=0 if item else 1)
+    return _counts(1, applied, ignored=(0 if item else 1) + applied.ignored)
 
 
 async def _too_early(

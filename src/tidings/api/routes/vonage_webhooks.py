@@ -61,7 +61,7 @@ async def vonage_status_webhook(request: Request, account: str) -> Response:
             "applied": applied.applied,
             "duplicates": applied.duplicates,
             "unmatched": applied.unmatched,
-            "ignored": 0 if item else 1,
+            "ignored": (0 if item else 1) + applied.ignored,
         }
     )
 

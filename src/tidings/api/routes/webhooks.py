@@ -152,7 +152,7 @@ async def _apply(
             "applied": applied.applied,
             "duplicates": applied.duplicates,
             "unmatched": applied.unmatched,
-            "ignored": received - len(items),
+            "ignored": received - len(items) + applied.ignored,
         }
     )
 
