@@ -378,3 +378,37 @@ async def test_campaign_commands_against_a_running_service(tmp_path: Path) -> No
         missing = run("status", "01a230d8-86f3-75e2-8dfa-aade46dbfad9", cwd=tmp_path, env=env)
         assert missing.returncode == 1 and "404 not_found" in missing.stdout
         assert server.stop() == 0
+
+
+def test_watch_shows_the_deliveries_progress_and_labels_the_expansion(api: StandIn) -> None:
+    """All 300 users expanded, 100 of 400 deliveries sent: the bar says 25%, not 100%."""
+    body = {
+        "campaignId": CAMPAIGN_ID,
+        "name": None,
+        "type": "spring.sale",
+        "status": "CANCELLED",  # final: the watch draws once and stops
+        "priority": "low",
+        "channels": ["email", "push"],
+        "audience": {"topic": "spring"},
+        "sendAt": "2026-03-01T10:00:00+00:00",
+        "spreadSeconds": 3600,
+        "localTime": None,
+        "audienceSize": 300,
+        "expanded": 300,
+        "deliveries": 400,
+        "byStatus": {"SENT": 100, "CANCELLED": 300},
+        "skippedByReason": {},
+        "percentDone": 25.0,
+        "estimatedFinish": None,
+        "createdAt": "2026-03-01T09:00:00+00:00",
+        "startedAt": "2026-03-01T10:00:00+00:00",
+        "finishedAt": "2026-03-01T10:30:00+00:00",
+    }
+    api.answer = lambda r: httpx.Response(200, json=body)
+    result = CliRunner().invoke(
+        app, ["campaign", "status", CAMPAIGN_ID, "--watch"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    bar = next(line for line in result.output.splitlines() if line.startswith("CANCELLED"))
+    assert "25%" in bar and "100%" not in bar, bar
+    assert "users expanded 300/300" in bar, bar

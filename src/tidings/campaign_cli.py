@@ -276,11 +276,11 @@ def _print_campaign(body: dict[str, Any]) -> None:
         ("spread over", _duration(body["spreadSeconds"]) if body["spreadSeconds"] else "-"),
         ("local time", body["localTime"] or "-"),
         ("audience size", "-" if size is None else str(size)),
-        ("expanded", str(body["expanded"])),
+        ("users expanded", f"{body['expanded']}/{'?' if size is None else size}"),
         ("deliveries", str(body["deliveries"])),
         ("by status", _counts(body["byStatus"])),
         ("skipped by reason", _counts(body["skippedByReason"])),
-        ("done", f"{body['percentDone']:g}%"),
+        ("deliveries done", f"{body['percentDone']:g}%"),
         ("estimated finish", _when(body["estimatedFinish"])),
         ("created", _when(body["createdAt"])),
         ("started", _when(body["startedAt"])),
@@ -300,7 +300,8 @@ def _finished(body: dict[str, Any]) -> int:
 
 def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any], bool]:
     """Show a live progress bar until the campaign is DONE or CANCELLED; (the last answer,
-    whether Ctrl-C stopped it)."""
+    whether Ctrl-C stopped it). The bar is the deliveries' (the API's percentDone); the
+    audience's expansion is a labelled count beside it, never a second percentage."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
     body = _fetch(url, campaign_id)
@@ -309,11 +310,12 @@ def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any],
         TextColumn("{task.description}"),
         BarColumn(),
         TaskProgressColumn(),
-        TextColumn("{task.fields[expanded]}"),
+        TextColumn("deliveries done {task.fields[done]}"),
         TextColumn("sent {task.fields[sent]}"),
         TextColumn("failed {task.fields[failed]}"),
         TextColumn("{task.fields[rate]}/s"),
         TextColumn("ETA {task.fields[eta]}"),
+        TextColumn("users expanded {task.fields[expanded]}"),
         console=screen,
         refresh_per_second=1,
     )
@@ -332,16 +334,24 @@ def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any],
         progress.update(
             task,
             description=body["status"],
-            total=size,
-            completed=body["expanded"],
-            expanded=f"{body['expanded']}/{'?' if size is None else size} users",
+            total=100,
+            completed=body["percentDone"],
+            done=f"{_finished(body)}/{body['deliveries']}",
+            expanded=f"{body['expanded']}/{'?' if size is None else size}",
             sent=sum(by_status.get(s, 0) for s in ("SENT", "DELIVERED", "BOUNCED")),
             failed=by_status.get("FAILED", 0),
             rate=f"{rate:.1f}",
             eta=_duration(max(0.0, eta)),
         )
 
-    fields: dict[str, Any] = {"expanded": "", "sent": 0, "failed": 0, "rate": "0.0", "eta": "-"}
+    fields: dict[str, Any] = {
+        "done": "",
+        "expanded": "",
+        "sent": 0,
+        "failed": 0,
+        "rate": "0.0",
+        "eta": "-",
+    }
     try:
         with progress:
             task = progress.add_task(body["status"], total=None, **fields)
