@@ -1,8 +1,9 @@
 """A provider account's webhook touches only its own deliveries (docs/security.md).
 
-Two accounts of one kind (Postmark pm-a, pm-b; Twilio tw-a, tw-b) and one of another (SendGrid
-sg-c, Mailgun mg-d; Vonage vn-c), deliveries of two namespaces, each recorded as sent through
-its account as a dispatcher records it. A request validly signed (or authenticated) by one
+Two accounts of one kind (Postmark pm-a, pm-b; Twilio tw-a, tw-b) and others of other kinds
+(SendGrid sg-c, Mailgun mg-d, SES ses-x, SMTP smtp-e with the bounce listener; Vonage vn-c),
+deliveries of two namespaces, each recorded as sent through its account as a dispatcher
+records it. A request validly signed (or authenticated) by one
 account, naming another account's delivery by our id and by its provider message id, is
 counted as ignored and moves, records and suppresses nothing; the account's own events still
 work. Run on SQLite and PostgreSQL."""
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,9 +29,11 @@ from pydantic import SecretStr
 
 from tests.helpers import post, put_type
 from tests.test_api_keys import add_key, http
+from tests.test_provider_ses import ses_account, simulator
 from tests.test_smtp_bounces import DOMAIN, RETURN_PATH, postfix_bounce, verp
 from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES
+from tidings.api.routes.ses_webhooks import CERTIFICATES
 from tidings.clock import utcnow
 from tidings.priorities import Priority
 from tidings.providers.mailgun import MailgunAccount
@@ -40,6 +44,8 @@ from tidings.providers.twilio import DELIVERY_PARAM, TwilioAccount
 from tidings.providers.vonage import VonageAccount
 from tidings.service import Service
 from tidings.simulator.mailgun_events import signature as mailgun_signature
+from tidings.simulator.server import Simulator
+from tidings.simulator.ses import SesSimulator
 from tidings.simulator.vonage_reports import sign as vonage_sign
 from tidings.states import Status
 from tidings.store import tracking
@@ -65,6 +71,7 @@ EMAILS = {
     "d1@example.com": ("shop", "mg-d", "mg-msg-d1@mg.example.com"),
     "b1@example.com": ("bank", "pm-b", "pm-msg-b1"),
     "s1@example.com": ("bank", "smtp-e", "<s1.1@tidings.example.com>"),
+    "e1@example.com": ("bank", "ses-x", "0100018c-ses-e1-000000"),
 }
 PHONES = {
     "+15005550101": ("shop", "tw-a", "SM" + "a" * 32),
@@ -362,6 +369,52 @@ async def test_a_bounce_report_moves_only_deliveries_of_the_smtp_accounts_it_ser
     assert handler.counts["ignored"] == 1 and handler.counts["applied"] == 1
     assert untouched(await state(world.db, "a1@example.com"))
     assert await state(world.db, "s1@example.com") == ("BOUNCED", ["bounced"], "hard_bounce")
+
+
+@pytest.fixture
+async def ses_sim(tmp_path: Path) -> AsyncIterator[Simulator]:
+    """The simulated SES, whose SNS topic signs notifications."""
+    async with simulator(tmp_path) as simulated:
+        yield simulated
+
+
+async def ses_complaint(world: World, sim: Simulator, address: str) -> dict[str, Any]:
+    """A complaint SNS signed for account ses-x's topic, naming ``address``'s delivery by
+    its tag and by its message id."""
+    event = {
+        "eventType": "Complaint",
+        "complaint": {"complaintFeedbackType": "abuse", "feedbackId": str(uuid.uuid4())},
+        "mail": {
+            "messageId": EMAILS[address][2],
+            "timestamp": "2020-01-01T08:30:04.000Z",
+            "tags": {"tidings_delivery_id": [str(world.ids[address])]},
+        },
+    }
+    ses = sim.http["ses"]
+    assert isinstance(ses, SesSimulator)
+    response = await world.client.post(
+        "/v1/webhooks/ses/ses-x",
+        content=json.dumps(ses.topic.notification(event)).encode(),
+        headers={"Content-Type": "text/plain; charset=UTF-8"},
+    )
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def test_an_ses_account_cannot_move_another_accounts_delivery(
+    world: World, ses_sim: Simulator
+) -> None:
+    settings = world.service.settings
+    accounts = {**settings.accounts, "ses-x": ses_account(ses_sim)}
+    world.service.settings = settings.model_copy(update={"accounts": accounts})
+    CERTIFICATES.clear()
+    answer = await ses_complaint(world, ses_sim, "a1@example.com")
+    assert answer["applied"] == 0 and answer["ignored"] == 1, answer
+    assert untouched(await state(world.db, "a1@example.com"))
+
+    assert (await ses_complaint(world, ses_sim, "e1@example.com"))["applied"] == 1
+    assert await state(world.db, "e1@example.com") == ("SENT", ["complained"], "complaint")
 
 
 def bounce(world: World, address: str, event_id: str | None = None) -> Tracked:
