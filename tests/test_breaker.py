@@ -294,6 +294,7 @@ def test_snapshot_is_json_ready() -> None:
             "windowFailures": 2,
             "openedSecondsAgo": 5.0,
             "retryInSeconds": 10.0,
+            "forced": False,
         },
         "b": {
             "state": "closed",
@@ -302,5 +303,6 @@ def test_snapshot_is_json_ready() -> None:
             "windowFailures": 0,
             "openedSecondsAgo": None,
             "retryInSeconds": None,
+            "forced": False,
         },
     }

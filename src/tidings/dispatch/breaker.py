@@ -158,6 +158,16 @@ class CircuitBreaker:
             state.retry_at = now + seconds
         state.forced = True
 
+    def trip(self, account: str) -> None:
+        """Open a closed breaker as its own count would (the fleet's run of failures did,
+        dispatch/breaker_share.py): an opening of its own, which the others follow."""
+        state = self._get(account)
+        now = self._clock()
+        self._advance(state, now)
+        if state.status is BreakerStatus.CLOSED:
+            settings = self.settings
+            self._open(state, now, min(settings.open_seconds, settings.max_open_seconds))
+
     def forced(self, account: str) -> bool:
         """Whether the account is open because another dispatcher said so."""
         return self._get(account).forced
@@ -246,6 +256,8 @@ class CircuitBreaker:
                 "retryInSeconds": (
                     None if seen.status is BreakerStatus.CLOSED else self.retry_in(account)
                 ),
+                # Opened because another dispatcher's breaker did: not passed on again.
+                "forced": seen.status is not BreakerStatus.CLOSED and self.forced(account),
             }
         return out
 

@@ -19,6 +19,7 @@ from datetime import timedelta
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
+from tidings.dispatch.breaker_share import BreakerShare
 from tidings.dispatch.coordination import Coordination
 from tidings.dispatch.guard_sync import GuardSync
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
@@ -86,6 +87,7 @@ class Dispatcher:
         self.service = service
         self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
         self.guard_sync = GuardSync(service.db, self.protection.guard, self.id)
+        self.breaker_share = BreakerShare(service.db, self.protection.breaker, self.id)
         self.retention = RetentionPlan(
             settings.retention_days, settings.idempotency_days, settings.partitions_ahead
         )
@@ -157,8 +159,10 @@ class Dispatcher:
             )
         if self.protection.guard.enabled:
             helpers.append(asyncio.create_task(self.guard_sync.run(stop)))
+        accounts = list(self.protection.providers.providers)
+        # Through the database always: without Redis, or while it is down, too.
+        helpers.append(asyncio.create_task(self.breaker_share.run(stop, accounts, self._report)))
         if self.coordination.breakers is not None:
-            accounts = list(self.protection.providers.providers)
             helpers.append(asyncio.create_task(self.coordination.breakers.run(stop, accounts)))
         try:
             await asyncio.gather(*(lane.run(stop) for lane in self.lanes))
