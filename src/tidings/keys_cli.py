@@ -64,6 +64,14 @@ def create(
             metavar="PER_SECOND", help="Notifications per second the key may submit (429 over)."
         ),
     ] = None,
+    if_no_keys: Annotated[
+        bool,
+        typer.Option(
+            "--if-no-keys",
+            help="Only while no key exists (a deployment's first key, docker-compose.yml): "
+            "once any key was created, do nothing and exit 0.",
+        ),
+    ] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -82,13 +90,18 @@ def create(
         fail("--namespace: 1 to 100 characters")
     key, stored = issue_key(name, chosen, space, rate)
 
-    async def insert(db: Database) -> None:
+    async def insert(db: Database) -> bool:
+        if if_no_keys and await api_keys.any_key(db):
+            return False
         try:
             await api_keys.insert(db, stored)
         except NameTaken:
             fail(f"--name: a key named {name!r} exists already (names stay taken after revoke)")
+        return True
 
-    in_database(config, insert)
+    if not in_database(config, insert):
+        typer.echo("--if-no-keys: keys exist already, none created", err=True)
+        return
     if as_json:
         print(json.dumps({**_listed(stored), "key": key}))
         return
