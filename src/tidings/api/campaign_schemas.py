@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from tidings.api.schemas import JsonObject, TimeZone, Topic
-from tidings.intake.requests import ApiModel, SendAt, TypeName, UserId
+from tidings.intake.requests import ApiModel, SendAt, TypeName, UserIdIn
 from tidings.priorities import Channel, Priority
 from tidings.store.audiences import PROFILE_FIELDS
 
@@ -99,7 +99,7 @@ class AudienceIn(ApiModel):
 
     topic: Topic | None = None
     followers_of: Topic | None = None  # another name for topic
-    user_ids: list[UserId] | None = Field(default=None, min_length=1, max_length=MAX_INLINE_USERS)
+    user_ids: list[UserIdIn] | None = Field(default=None, min_length=1, max_length=MAX_INLINE_USERS)
     segment: dict[str, Any] | None = Field(
         default=None,
         description=(

@@ -34,7 +34,7 @@ from tidings.intake.requests import (
     Locale,
     Phone,
     TypeName,
-    UserId,
+    UserIdIn,
     json_depth_over,
 )
 from tidings.priorities import Category, Channel, Priority
@@ -86,6 +86,7 @@ class DeliveryAccepted(ApiModel):
 
 class NotificationAccepted(ApiModel):
     id: uuid.UUID
+    notification_id: uuid.UUID = Field(description="the same as id")
     status: Literal["accepted"] = "accepted"
     deliveries: list[DeliveryAccepted]
 
@@ -113,6 +114,7 @@ class ErrorResponse(ApiModel):
 class BatchItemResult(ApiModel):
     index: int
     id: uuid.UUID | None = None
+    notification_id: uuid.UUID | None = Field(default=None, description="the same as id")
     status: Literal["accepted", "error"]
     deliveries: list[DeliveryAccepted] | None = None
     error: ErrorBody | None = None
@@ -243,7 +245,7 @@ class UserOut(UserIn):
 
 
 class DeviceIn(ApiModel):
-    user_id: UserId
+    user_id: UserIdIn
     platform: Literal["ios", "android", "web"]
     token: DeviceToken
 
@@ -351,17 +353,52 @@ class QuietHours(ApiModel):
         return self
 
 
+# Strict: the schema says boolean, so 0, 1 or "yes" are refused, not guessed at.
+ChannelChoices = dict[Channel, StrictBool]
+_FLAT = 'a category\'s choices given at the top level, as in {"marketing": {"email": false}}'
+
+
 class PreferencesIn(ApiModel):
-    # Strict: the schema says boolean, so 0, 1 or "yes" are refused, not guessed at.
-    categories: dict[Category, dict[Channel, StrictBool]] = Field(default_factory=dict)
+    """The choices per category go in ``categories``, or at the top level under the
+    category's name (one field per member of ``Category``); not both."""
+
+    transactional: ChannelChoices | None = Field(default=None, description=_FLAT)
+    reminder: ChannelChoices | None = Field(default=None, description=_FLAT)
+    marketing: ChannelChoices | None = Field(default=None, description=_FLAT)
+    categories: dict[Category, ChannelChoices] = Field(default_factory=dict)
     quiet_hours: QuietHours | None = None
     timezone: TimeZone | None = None
     locale: Locale | None = None
 
+    @field_validator("categories")
+    @classmethod
+    def _one_shape(
+        cls, value: dict[Category, ChannelChoices], info: ValidationInfo
+    ) -> dict[Category, ChannelChoices]:
+        flat = [c.value for c in Category if info.data.get(c.value) is not None]
+        if flat:
+            raise ValueError(
+                f"give the choices in categories or at the top level ({', '.join(flat)}), not both"
+            )
+        return value
+
+    def choices(self) -> dict[Category, ChannelChoices]:
+        """The choices, whichever shape they came in."""
+        flat = {c: getattr(self, c.value) for c in Category if getattr(self, c.value) is not None}
+        return flat or dict(self.categories)
+
 
 class PreferencesOut(ApiModel):
     user_id: str
-    categories: dict[str, dict[str, bool]]
+    categories: dict[str, dict[str, bool]] = Field(
+        description="every category and channel with the value that applies (a required "
+        "channel is on)"
+    )
+    required: dict[str, list[str]] = Field(
+        description="per category, the channels a choice does not switch off: every type of "
+        "the category that sends on the channel requires it (requiredChannels; by default "
+        "every channel of a transactional type)"
+    )
     quiet_hours: QuietHours | None
     timezone: str | None
     locale: str | None
@@ -419,7 +456,7 @@ class TemplateList(ApiModel):
 
 class PreviewIn(ApiModel):
     type: TypeName
-    user_id: UserId | None = None
+    user_id: UserIdIn | None = None
     locale: Locale | None = None
     data: JsonObject = Field(default_factory=dict)
     channels: list[Channel] | None = None
@@ -471,7 +508,7 @@ Topic = Annotated[
 
 class SubscribersIn(ApiModel):
     # Duplicates are fine: each id counts once.
-    user_ids: list[UserId] = Field(min_length=1, max_length=MAX_TOPIC_SUBSCRIBERS)
+    user_ids: list[UserIdIn] = Field(min_length=1, max_length=MAX_TOPIC_SUBSCRIBERS)
 
 
 class SubscribersAdded(ApiModel):

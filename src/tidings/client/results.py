@@ -6,7 +6,7 @@ strings (the server's UUIDs as written).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -374,6 +374,8 @@ class Preferences:
     quiet_hours: QuietHours | None
     timezone: str | None
     locale: str | None
+    # Per category, the channels no choice switches off (shown on in ``categories``).
+    required: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, d: Json) -> Preferences:
@@ -383,6 +385,7 @@ class Preferences:
             quiet_hours=_quiet_hours(d.get("quietHours")),
             timezone=d.get("timezone"),
             locale=d.get("locale"),
+            required=d.get("required", {}),
         )
 
 

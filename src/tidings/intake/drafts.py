@@ -117,6 +117,17 @@ def _priority(item: NotificationIn, kind: NotificationType) -> Priority:
     ceiling = Priority(kind.priority)
     if item.priority is None:
         return ceiling
+    if isinstance(item.priority, Category):
+        # A category named as a priority is a producer's statement of what it sends: it
+        # must be true, and the type still decides the priority (a category raises none).
+        if item.priority.value != kind.category:
+            raise ItemError(
+                "priority_category_mismatch",
+                f"priority {item.priority.value!r} names a category, but type {item.type!r} "
+                f"is {kind.category}; name its category or a priority (high, normal, low)",
+                "priority",
+            )
+        return ceiling
     if not item.priority.at_most(ceiling):
         raise ItemError(
             "priority_too_high",

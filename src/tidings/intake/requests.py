@@ -13,10 +13,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from email_validator import EmailNotValidError, validate_email
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StringConstraints,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
-from tidings.priorities import Channel, Priority
+from tidings.priorities import Category, Channel, Priority
 from tidings.providers.ssrf import url_problem
 
 # fullmatch everywhere: with match() and "$", "+15559990000\n" passed (and skipped the
@@ -101,6 +112,35 @@ Locale = Annotated[
 SendAt = Annotated[AwareDatetime, AfterValidator(_send_at)]
 TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")]
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+# A producer whose user ids are numbers (a BIGINT key) may send them as JSON numbers: 42 is
+# the user "42". Integers only (42.0 or true is a mistake, not an id), within BIGINT.
+MAX_NUMERIC_USER_ID = 2**63 - 1
+
+
+def _numeric_user_id(value: Any) -> Any:
+    if isinstance(value, bool | float):
+        raise ValueError("userId must be a string or an integer")
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_NUMERIC_USER_ID:
+            raise ValueError(f"userId as a number must be from 0 to {MAX_NUMERIC_USER_ID}")
+        return str(value)
+    return value
+
+
+UserIdIn = Annotated[
+    UserId,
+    BeforeValidator(_numeric_user_id),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 255},
+                {"type": "integer", "minimum": 0, "maximum": MAX_NUMERIC_USER_ID},
+            ],
+            "description": "a user id; a JSON integer is the user whose id is its decimal text",
+        },
+        mode="validation",
+    ),
+]
 # At most 1,024: addresses sit in btree indexes, whose entries must stay under ~2.7 kB.
 DeviceToken = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 WebhookUrl = Annotated[
@@ -113,6 +153,40 @@ IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 DisplayName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\r\n]*$")]
 # Copies per email: enough for a team, too few to turn one notification into a mailing.
 MAX_COPIES = 10
+
+
+_PRIORITY_NAMES: dict[str, Priority | Category] = {
+    **{p.value: p for p in Priority},
+    **{c.value: c for c in Category},
+}
+
+
+def _priority_or_category(value: Any) -> Priority | Category:
+    if isinstance(value, Priority | Category):
+        return value
+    if isinstance(value, str) and value in _PRIORITY_NAMES:
+        return _PRIORITY_NAMES[value]
+    raise ValueError(
+        "priority must be high, normal or low, or the type's category (transactional, "
+        "reminder or marketing)"
+    )
+
+
+# A priority, or the type's category named as one (the type still decides the priority).
+PriorityIn = Annotated[
+    Priority | Category,
+    PlainValidator(_priority_or_category),
+    PlainSerializer(lambda name: name.value, return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": list(_PRIORITY_NAMES),
+            "description": "high, normal or low: at most the type's priority; or the type's "
+            "category, which leaves the type's priority",
+        },
+        mode="validation",
+    ),
+]
 
 
 class ApiModel(BaseModel):
@@ -138,11 +212,11 @@ class EmailOptions(ApiModel):
 
 class NotificationIn(ApiModel):
     type: TypeName
-    user_id: UserId | None = None
+    user_id: UserIdIn | None = None
     to: Recipient | None = None
     data: dict[str, Any] = Field(default_factory=dict)  # NaN, depth: refused in drafts.py
     channels: list[Channel] | None = Field(default=None, min_length=1)
-    priority: Priority | None = None
+    priority: PriorityIn | None = None
     locale: Locale | None = None
     send_at: SendAt | None = None
     email: EmailOptions | None = None

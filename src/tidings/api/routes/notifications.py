@@ -56,7 +56,14 @@ def _conflict_error(result: KeyConflict) -> ItemError:
 # document them): validating 1,000 response models per batch cost a tenth of its time.
 def _accepted_json(result: Accepted) -> dict[str, Any]:
     deliveries = [{"id": d.id, "channel": d.channel, "status": d.status} for d in result.deliveries]
-    return {"id": result.notification_id, "status": "accepted", "deliveries": deliveries}
+    notification_id = result.notification_id
+    # notificationId: the same id, under the name producers written to the design expect.
+    return {
+        "id": notification_id,
+        "notificationId": notification_id,
+        "status": "accepted",
+        "deliveries": deliveries,
+    }
 
 
 def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:

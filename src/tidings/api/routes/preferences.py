@@ -12,7 +12,7 @@ from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut
 from tidings.clock import utcnow
 from tidings.intake.requests import UserId
-from tidings.policy.preferences import effective
+from tidings.policy.preferences import effective, required_by_category
 from tidings.store import preferences, users
 
 router = APIRouter(prefix="/v1/users", tags=["preferences"], dependencies=needs(Scope.USERS))
@@ -23,12 +23,13 @@ async def put_preferences(
     request: Request, user_id: Annotated[UserId, Path()], body: PreferencesIn
 ) -> Any:
     """Replace the user's preferences; categories and channels left out take the defaults.
-    Applies within seconds to what is already queued."""
+    The choices go in ``categories`` or at the top level under each category's name
+    (``{"marketing": {"email": false}}``). Applies within seconds to what is already queued."""
     db = service_of(request).db
     now = utcnow()
     categories = {
         category.value: {channel.value: on for channel, on in channels.items()}
-        for category, channels in body.categories.items()
+        for category, channels in body.choices().items()
     }
     await preferences.replace(db, user_id, categories, now)
     settings = body.model_dump(mode="json", by_alias=True, include=body.model_fields_set)
@@ -62,9 +63,11 @@ async def _shown(request: Request, user_id: str) -> PreferencesOut | None:
     if profile is None:
         return None
     stored = (await preferences.of_users(db, [user_id])).get(user_id)
+    required = required_by_category((await service_of(request).types.all()).values())
     return PreferencesOut(
         user_id=user_id,
-        categories=effective(stored),
+        categories=effective(stored, required),
+        required=required,
         quiet_hours=profile.quiet_hours,
         timezone=profile.timezone,
         locale=profile.locale,
