@@ -18,7 +18,7 @@ import socket
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, values
 from prometheus_client import disable_created_metrics as _disable_created
 
 # Each process's own registry (single-process mode); with a metrics directory, /metrics
@@ -106,6 +106,28 @@ RATE_LIMIT_WAIT = Histogram(
     registry=REGISTRY,
 )
 
+LANE_PROGRESS = Counter(
+    "tidings_lane_progress",
+    "What each lane did: tickets read, deliveries claimed, tokens asked, outcomes, sends, "
+    "restarts after a stall.",
+    ("transport", "priority", "kind"),
+    registry=REGISTRY,
+)
+LANE_LAST_SUCCESS = Gauge(
+    "tidings_lane_last_success_timestamp_seconds",
+    "When a lane's last send succeeded (Unix time).",
+    ("transport", "priority"),
+    multiprocess_mode="max",
+    registry=REGISTRY,
+)
+LANE_STALLED = Gauge(
+    "tidings_lane_stalled",
+    "1 while a lane with due work has moved nothing for its stall_seconds.",
+    ("transport", "priority"),
+    multiprocess_mode="livemax",
+    registry=REGISTRY,
+)
+
 RENDER_CACHE = Counter(
     "tidings_render_cache",
     "Renders of templates that run in the worker thread: reused (hit) or made and kept (miss).",
@@ -114,7 +136,7 @@ RENDER_CACHE = Counter(
 )
 
 _directory: Path | None = None
-M = TypeVar("M", Counter, Histogram)
+M = TypeVar("M", Counter, Gauge, Histogram)
 
 
 def configure(directory: Path | None) -> Path | None:
@@ -177,6 +199,8 @@ _latency = _Children(LATENCY)
 _provider_calls = _Children(PROVIDER_CALLS)
 _provider_seconds = _Children(PROVIDER_SECONDS)
 _rate_limit_wait = _Children(RATE_LIMIT_WAIT)
+_lane_progress = _Children(LANE_PROGRESS)
+_lane_last_success = _Children(LANE_LAST_SUCCESS)
 
 
 def accepted(type_name: str, priority: str, channels: list[tuple[str, str | None]]) -> None:
@@ -220,3 +244,15 @@ def provider_call(provider: str, channel: str, result: str, seconds: float) -> N
 
 def rate_limit_wait(account: str, priority: str, seconds: float) -> None:
     _rate_limit_wait(account, priority).observe(seconds)
+
+
+def lane_progress(transport: str, priority: str, kind: str, count: int) -> None:
+    _lane_progress(transport, priority, kind).inc(count)
+
+
+def lane_success(transport: str, priority: str, at: float) -> None:
+    _lane_last_success(transport, priority).set(at)
+
+
+def lane_stalled(transport: str, priority: str, stalled: bool) -> None:
+    LANE_STALLED.labels(transport, priority).set(1 if stalled else 0)

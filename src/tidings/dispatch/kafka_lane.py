@@ -24,11 +24,12 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.progress import LaneProgress, LaneWatch
 from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery
-from tidings.store.queue import claim_queued
+from tidings.store.queue import claim_queued, has_queued
 from tidings.transport.offsets import OffsetTracker
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket
@@ -42,6 +43,18 @@ COMMIT_WAIT_SECONDS = 10.0
 RECONNECT_SECONDS = 1.0
 # How often an idle lane checks that its positions are still inside the partitions' logs.
 TRUNCATION_CHECK_SECONDS = 5.0
+# Bounds on the broker calls of a session's end: a revoke's commit must end well within the
+# group's rebalance timeout, or the member is dropped, rejoins, and the group rebalances
+# again and again; a consumer that cannot leave its group is abandoned (the broker's
+# session timeout frees its partitions).
+REVOKE_COMMIT_SECONDS = 3.0
+END_COMMIT_SECONDS = 3.0
+CONSUMER_STOP_SECONDS = 5.0
+# A worker killed without leaving its group holds its partitions this long at most.
+SESSION_TIMEOUT_MS = 10_000
+REBALANCE_TIMEOUT_MS = 10_000
+# How long the consume loop gets to see that its session ends before it is cancelled.
+STEP_SETTLE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,14 +94,31 @@ class KafkaLane:
         self.topics = {topic_name(priority, c): Channel(c).value for c in plan.channels}
         self.offsets = OffsetTracker()
         self._checked_at = 0.0
+        self.progress = self.pipeline.progress = LaneProgress(priority.value, "kafka")
+        self.watch = LaneWatch(
+            self.progress,
+            settings.stall_seconds,
+            self._has_work,
+            self._reset,
+            # A session's end drains its sends, commits and leaves the group, each bounded.
+            settle=grace + STEP_SETTLE_SECONDS + END_COMMIT_SECONDS + CONSUMER_STOP_SECONDS,
+            # A consumer that could not leave holds its partitions for a session timeout,
+            # and the group waits a rebalance timeout for its members to rejoin.
+            min_restart_seconds=(SESSION_TIMEOUT_MS + REBALANCE_TIMEOUT_MS) / 1000 + 10,
+        )
 
     @property
     def in_flight(self) -> int:
         return self.pipeline.in_flight
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until ``stop``; a broker that is down is waited for, never fatal."""
-        while not stop.is_set():
+        """Consume until ``stop``; a broker that is down is waited for, never fatal; a
+        stalled lane gets a new consumer (dispatch/progress.py)."""
+        await self.watch.supervise(self._session, stop)
+
+    async def _session(self, end: asyncio.Event) -> None:
+        """One consumer's life: joined to the lane's group until ``end``."""
+        while not end.is_set():
             consumer = self._consumer()
             try:
                 # Created here too, so that no broker makes them with its own defaults.
@@ -98,14 +128,43 @@ class KafkaLane:
             except Exception as error:
                 log.warning("%s lane: broker unreachable (%s)", self.priority, error_name(error))
                 await _stop_quietly(consumer)
-                await sleep_unless(stop, RECONNECT_SECONDS)
+                await sleep_unless(end, RECONNECT_SECONDS)
                 continue
+            except BaseException:  # cancelled while joining: leave nothing running
+                await _stop_quietly(consumer)
+                raise
             try:
-                await self._consume(consumer, stop)
+                await self._consume_until(consumer, end)
             finally:
                 await self.pipeline.drain(self.grace)
-                await self.commit(consumer)
+                await self.commit(consumer, wait=END_COMMIT_SECONDS)
+                self.offsets = OffsetTracker()  # the next consumer starts from the commits
                 await _stop_quietly(consumer)
+            return
+
+    async def _consume_until(self, consumer: AIOKafkaConsumer, end: asyncio.Event) -> None:
+        """Consume until ``end``; a step that does not see it (a hung await) is cancelled."""
+        consuming = asyncio.ensure_future(self._consume(consumer, end))
+        ending = asyncio.ensure_future(end.wait())
+        try:
+            await asyncio.wait([consuming, ending], return_when=asyncio.FIRST_COMPLETED)
+            if not consuming.done():
+                await asyncio.wait([consuming], timeout=STEP_SETTLE_SECONDS)
+            if not consuming.done():
+                log.warning("%s lane: a step did not end; cancelled", self.priority)
+                consuming.cancel()
+            await asyncio.gather(consuming, return_exceptions=True)
+        finally:
+            ending.cancel()
+
+    async def _has_work(self) -> bool:
+        """Published deliveries wait for this lane, or its sends do not end."""
+        return self.pipeline.in_flight > 0 or await has_queued(self.context.db, self.priority)
+
+    async def _reset(self) -> None:
+        """After a stall: forget this lane's token estimates (a limiter's state that may
+        be stale, e.g. after Redis lost its own)."""
+        self.context.protection.forget_estimates(self.priority)
 
     def _consumer(self) -> AIOKafkaConsumer:
         kafka = self.plan.kafka
@@ -118,9 +177,8 @@ class KafkaLane:
             fetch_max_wait_ms=kafka.fetch_wait_ms,
             # Topics a restarted broker lost, and created again by a relay, are found soon.
             metadata_max_age_ms=5_000,
-            # A worker killed without leaving holds its partitions this long at most.
-            session_timeout_ms=10_000,
-            rebalance_timeout_ms=10_000,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
         )
 
     async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
@@ -185,6 +243,18 @@ class KafkaLane:
         if now - self._checked_at < TRUNCATION_CHECK_SECONDS:
             return
         self._checked_at = now
+        try:
+            # aiokafka's position() waits, without end, for a partition whose offset reset
+            # never succeeds (a broker that lost the topic): the lane stood still, deaf
+            # even to its stop. Bounded, the check is tried again at the next idle step.
+            async with asyncio.timeout(TRUNCATION_CHECK_SECONDS):
+                await self._seek_truncated(consumer, partitions)
+        except TimeoutError:
+            log.warning("%s lane: positions unknown (a reset under way)", self.priority)
+
+    async def _seek_truncated(
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+    ) -> None:
         assigned = consumer.assignment()
         for partition in partitions:
             if partition not in assigned:  # revoked meanwhile (a rebalance during the fetch)
@@ -229,6 +299,7 @@ class KafkaLane:
         ]
         for read in reads:
             self.offsets.started(read.partition, read.offset)
+        self.progress.read(len(reads))
         tickets = [r.ticket for r in reads if r.ticket is not None]
         now = utcnow()
         lease_until = now + timedelta(seconds=self.context.lease_seconds)
@@ -248,6 +319,7 @@ class KafkaLane:
             self._rewind(consumer, reads)
             await asyncio.sleep(self.settings.poll_interval)
             return
+        self.progress.claimed(len(claimed))
         await self._send(claimed, reads)
 
     async def _send(self, claimed: list[ClaimedDelivery], reads: list[_Read]) -> None:
@@ -291,7 +363,10 @@ class KafkaLane:
             await self.commit(consumer)
 
     async def commit(
-        self, consumer: AIOKafkaConsumer, only: set[TopicPartition] | None = None
+        self,
+        consumer: AIOKafkaConsumer,
+        only: set[TopicPartition] | None = None,
+        wait: float = COMMIT_WAIT_SECONDS,
     ) -> None:
         """Commit the offsets whose outcomes are written; a failure waits for the next."""
         offsets = self.offsets.committable()
@@ -300,7 +375,7 @@ class KafkaLane:
         if not offsets:
             return
         try:
-            async with asyncio.timeout(COMMIT_WAIT_SECONDS):
+            async with asyncio.timeout(wait):
                 await self.context.writer.written(self.context.writer.mark())
                 await consumer.commit(offsets)
         except Exception as error:
@@ -320,7 +395,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self.consumer = consumer
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self.lane.commit(self.consumer, set(revoked))
+        await self.lane.commit(self.consumer, set(revoked), wait=REVOKE_COMMIT_SECONDS)
         self.lane.offsets.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
@@ -336,6 +411,7 @@ def _by_topic(partitions: set[TopicPartition]) -> dict[str, list[TopicPartition]
 
 async def _stop_quietly(consumer: AIOKafkaConsumer) -> None:
     try:
-        await consumer.stop()
+        async with asyncio.timeout(CONSUMER_STOP_SECONDS):
+            await consumer.stop()
     except Exception as error:
         log.debug("stopping a consumer failed (%s)", error_name(error))

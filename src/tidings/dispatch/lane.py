@@ -10,16 +10,22 @@ from datetime import timedelta
 
 from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.progress import LaneWatch
 from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery, claim_due
+from tidings.store.lane_work import has_due
 
 log = logging.getLogger(__name__)
 
 ALL_CHANNELS = frozenset(channel.value for channel in Channel)
 # How long a busy lane waits for more free slots before claiming for just a few.
 GATHER_SECONDS = 0.002
+# How long a step gets to see that the lane stops (or restarts) before it is cancelled.
+STEP_SETTLE = 2.0
+# How long sends a stalled lane still runs get before they are given back at its restart.
+STALLED_SEND_GRACE = 1.0
 
 __all__ = ["Lane", "LaneContext"]
 
@@ -33,16 +39,24 @@ class Lane:
         self._min_claim = max(1, min(settings.concurrency, settings.claim_batch) // 4)
         # Channel groups whose last claim found nothing due: until when not to ask again.
         self._resting: dict[frozenset[str], float] = {}
+        self.progress = self.pipeline.progress
+        self.watch = LaneWatch(
+            self.progress, settings.stall_seconds, self._has_work, self._reset, STEP_SETTLE
+        )
 
     @property
     def in_flight(self) -> int:
         return self.pipeline.in_flight
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``)."""
-        while not stop.is_set():
+        """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``).
+        A stalled lane is restarted (dispatch/progress.py)."""
+        await self.watch.supervise(self._loop, stop)
+
+    async def _loop(self, end: asyncio.Event) -> None:
+        while not end.is_set():
             try:
-                await self._step(stop)
+                await self._step(end)
             except Exception as error:
                 # Whatever escaped the per-delivery guards must not end the dispatcher: the
                 # deliveries of this step come back when their leases expire.
@@ -50,7 +64,18 @@ class Lane:
                 log.error(
                     "%s lane: step failed (%s)\n%s", lane, error_name(error), error_where(error)
                 )
-                await sleep_unless(stop, self.settings.poll_interval)
+                await sleep_unless(end, self.settings.poll_interval)
+
+    async def _has_work(self) -> bool:
+        """Due deliveries wait for this lane, or its sends do not end."""
+        return self.in_flight > 0 or await has_due(self.context.db, self.priority, utcnow())
+
+    async def _reset(self) -> None:
+        """After a stall: sends still hanging are given back, and the lane's rests and
+        token estimates start afresh."""
+        await self.pipeline.drain(STALLED_SEND_GRACE)
+        self._resting.clear()
+        self.context.protection.forget_estimates(self.priority)
 
     async def _step(self, stop: asyncio.Event) -> None:
         """Claim what there are free slots and tokens for, check it, start its sends."""
@@ -122,13 +147,17 @@ class Lane:
         try:
             await self.context.types.refresh_if_stale()
             await self.context.sender.composer.templates.refresh_if_stale()
-            return await claim_due(self.context.db, self.priority, limit, now, lease_until, wanted)
+            claimed = await claim_due(
+                self.context.db, self.priority, limit, now, lease_until, wanted
+            )
         except Exception:
             log.exception(
                 "%s lane: claim failed; retrying after the poll interval", self.priority.value
             )
             await asyncio.sleep(self.settings.poll_interval)
             return []
+        self.progress.claimed(len(claimed))
+        return claimed
 
     async def drain(self, grace: float) -> None:
         await self.pipeline.drain(grace)

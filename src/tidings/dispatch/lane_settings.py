@@ -17,6 +17,9 @@ class LaneSettings(BaseModel):
     concurrency: int = Field(ge=1, le=10_000)
     poll_interval: float = Field(default=0.5, gt=0, le=60)
     claim_batch: int = Field(default=100, ge=1, le=5_000)
+    # A lane with due work that moves nothing (reads, claims, outcomes) for this long is
+    # logged as stalled and restarted (dispatch/progress.py).
+    stall_seconds: float = Field(default=60.0, ge=1, le=3_600)
 
 
 class Lanes(BaseModel):

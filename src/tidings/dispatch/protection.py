@@ -141,6 +141,13 @@ class Protection:
         }
         return claim_pause(self.limiter, priority, accounts)
 
+    def forget_estimates(self, priority: Priority) -> None:
+        """A restarted lane's limiter estimates start afresh (a shared limiter's may be
+        stale: Redis restarted empty). A limiter that keeps exact state has none."""
+        forget = getattr(self.limiter, "forget", None)
+        if forget is not None:
+            forget(priority)
+
     async def admit(
         self,
         deliveries: Sequence[ClaimedDelivery],

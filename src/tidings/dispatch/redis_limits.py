@@ -204,6 +204,12 @@ class RedisRateLimiter:
         self._seen.clear()
         return True
 
+    def forget(self, priority: Priority) -> None:
+        """Drop what the acquires of ``priority`` learnt (a restarted lane's estimates);
+        its next acquire asks Redis, or the fallback, afresh."""
+        for key in [key for key in self._seen if key[1] is priority]:
+            del self._seen[key]
+
     def available(self, account: str, priority: Priority) -> int | None:
         """From the last acquire, plus what the class rate refilled since (others take
         from it too: an estimate, which the acquire itself corrects)."""

@@ -5,8 +5,9 @@ relays share the work), publishes a ticket for each to ``tidings.<priority>.<cha
 keyed by user, waits for the broker's acknowledgement (``acks=all``) and only then marks
 them QUEUED under a queue lease, in the same transaction (store/queue.relay_due). HIGH is
 woken at once by the intake's NOTIFY. A topic that holds ``kafka.max_queued`` deliveries
-gets no more until the workers take some, so a burst waits in the database, not in a
-queue lease it could outlive.
+gets no more until the workers take some, and no more than they drain in half a queue
+lease (transport/pacing.py), so a backlog waits in the database, not in a queue lease it
+could outlive.
 
 The relay also expands campaigns and runs the reaper: SENDING rows of dead workers and
 QUEUED rows whose ticket was lost (a broker restarted without its log) go back to PENDING.
@@ -35,6 +36,7 @@ from tidings.priorities import Channel, Priority
 from tidings.service import Service
 from tidings.store.queue import Due, queued_counts, relay_due
 from tidings.store.wakeup import listen_postgres
+from tidings.transport.pacing import Pacing
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket, partition_key
 from tidings.transport.topics import all_topics, ensure_topics, topic_name
@@ -67,6 +69,10 @@ class Relay:
             rng or random.Random(),
         )
         self.queued: dict[tuple[str, str], int] = {}
+        kafka = self.kafka
+        self.pacing = Pacing(
+            kafka.queue_lease_seconds, kafka.max_queued, min(kafka.relay_batch, kafka.max_queued)
+        )
         self.published = 0  # since start, for the logs and the benchmarks
         self._producer: AIOKafkaProducer | None = None
         self._starting = asyncio.Lock()  # the priorities' loops share one producer
@@ -104,23 +110,31 @@ class Relay:
 
     async def _step(self, priority: Priority) -> bool:
         """One batch; True when it was full (more may be due at once)."""
-        open_channels = self._open_channels(priority)
-        if not open_channels:
+        rooms = self._rooms(priority)
+        if not rooms:
             return False
+        open_channels = list(rooms)
         now = utcnow()
         queued_until = now + timedelta(seconds=self.kafka.queue_lease_seconds)
         channels = None if len(open_channels) == len(Channel) else open_channels
         publish = functools.partial(self._publish, priority)
-        batch = self.kafka.relay_batch
+        batch = min(self.kafka.relay_batch, max(rooms.values()))
         count = await relay_due(
             self.service.db, priority, batch, now, queued_until, publish, channels
         )
         return count == batch
 
-    def _open_channels(self, priority: Priority) -> list[str]:
-        """The channels whose topic of ``priority`` has room (``kafka.max_queued``)."""
-        cap = self.kafka.max_queued
-        return [c.value for c in Channel if self.queued.get((priority.value, c.value), 0) < cap]
+    def _rooms(self, priority: Priority) -> dict[str, int]:
+        """The channels whose topic of ``priority`` has room, and how much: fewer QUEUED
+        than its workers drain in half a queue lease, and than ``kafka.max_queued``
+        (transport/pacing.py)."""
+        found = {}
+        for channel in Channel:
+            topic = (priority.value, channel.value)
+            room = self.pacing.cap(topic) - self.queued.get(topic, 0)
+            if room > 0:
+                found[channel.value] = room
+        return found
 
     async def _publish(
         self, priority: Priority, due: Sequence[Due], queued_until: datetime
@@ -185,11 +199,18 @@ class Relay:
                     log.debug("stopping the producer failed (%s)", error_name(stop_error))
 
     async def _count(self, stop: asyncio.Event) -> None:
+        """What each topic holds, and from it how fast its workers drain it."""
+        since = utcnow()
         while not stop.is_set():
+            at = utcnow()
             try:
-                self.queued = await queued_counts(self.service.db)
+                counts = await queued_counts(self.service.db, since)
             except Exception as error:
                 log.warning("relay: counting queued deliveries failed (%s)", error_name(error))
+            else:
+                self.queued = {topic: count.queued for topic, count in counts.items()}
+                self.pacing.observe(counts, (at - since).total_seconds())
+                since = at
             await sleep_unless(stop, COUNT_INTERVAL)
 
     async def _reap_every(self, stop: asyncio.Event) -> None:

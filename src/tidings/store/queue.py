@@ -47,6 +47,14 @@ class Due:
     user_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Count:
+    """A topic's QUEUED rows at a count, and how many became QUEUED since the last one."""
+
+    queued: int
+    fresh: int
+
+
 # Publishes the tickets of ``due`` and returns once the broker has acknowledged them all.
 Publish = Callable[[Sequence[Due], datetime], Awaitable[None]]
 
@@ -222,13 +230,26 @@ def _by_day(
 
 
 _QUEUED_COUNTS = """
-SELECT priority, channel, count(*) AS queued FROM delivery
-WHERE status = 'QUEUED' GROUP BY priority, channel
+SELECT priority, channel, count(*) AS queued, count(*) FILTER (WHERE updated_at >= $1) AS fresh
+FROM delivery WHERE status = 'QUEUED' GROUP BY priority, channel
 """
 
 
-async def queued_counts(db: Database) -> dict[tuple[str, str], int]:
-    """QUEUED deliveries per (priority, channel): what each topic holds."""
+async def queued_counts(db: Database, since: datetime) -> dict[tuple[str, str], Count]:
+    """QUEUED deliveries per (priority, channel): what each topic holds, and how many of
+    them were published since ``since`` (the relay's pacing, transport/pacing.py)."""
     async with db.asyncpg() as conn:
-        rows = await conn.fetch(_QUEUED_COUNTS)
-    return {(r["priority"], r["channel"]): int(r["queued"]) for r in rows}
+        rows = await conn.fetch(_QUEUED_COUNTS, since)
+    return {(r["priority"], r["channel"]): Count(int(r["queued"]), int(r["fresh"])) for r in rows}
+
+
+_HAS_QUEUED = """
+SELECT EXISTS (SELECT 1 FROM delivery WHERE status = 'QUEUED' AND priority = $1)
+"""
+
+
+async def has_queued(db: Database, priority: Priority) -> bool:
+    """Whether ``priority`` has published deliveries no worker has taken (a Kafka lane
+    has work: its stall watch, dispatch/progress.py)."""
+    async with db.asyncpg() as conn:
+        return bool(await conn.fetchval(_HAS_QUEUED, priority.value))

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import Field
 
 from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
@@ -72,9 +73,20 @@ class GuardResetOut(ApiModel):
     deactivation_guard: DeactivationGuardOut
 
 
+class DispatcherLanesOut(ApiModel):
+    """One dispatcher's (or worker's) lanes as it last reported them: per lane its counts
+    (reads, claims, tokensAsked, outcomes, sends, restarts), lastSuccessAt, idleSeconds and
+    stalledSince (null while it moves; dispatch/progress.py)."""
+
+    dispatcher: str
+    updated_at: datetime
+    lanes: list[dict[str, Any]]
+
+
 class ProvidersOut(ApiModel):
     chains: dict[str, list[str]]
     accounts: list[AccountOut]
+    lanes: list[DispatcherLanesOut] = Field(default_factory=list)
 
 
 @router.get("/providers", response_model=ProvidersOut)
@@ -103,7 +115,9 @@ async def list_providers(request: Request) -> Any:
                 max_in_flight=account.max_in_flight if account else None,
                 breakers=[
                     BreakerOut(
-                        dispatcher=r["dispatcher"], updated_at=r["updated_at"], state=r["state"]
+                        dispatcher=r["dispatcher"],
+                        updated_at=r["updated_at"],
+                        state={k: v for k, v in r["state"].items() if k != "lanes"},
                     )
                     for r in reports
                     if r["account"] == name
@@ -111,7 +125,23 @@ async def list_providers(request: Request) -> Any:
                 deactivation_guard=_guard_out(records.get(name), name, now),
             )
         )
-    return ProvidersOut(chains=chains, accounts=accounts)
+    return ProvidersOut(chains=chains, accounts=accounts, lanes=_lanes(reports))
+
+
+def _lanes(reports: list[dict[str, Any]]) -> list[DispatcherLanesOut]:
+    """Each dispatcher's lanes, from the newest of its reports (every account's carries
+    them)."""
+    newest: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        known = newest.get(report["dispatcher"])
+        if "lanes" in report["state"] and (
+            known is None or report["updated_at"] > known["updated_at"]
+        ):
+            newest[report["dispatcher"]] = report
+    return [
+        DispatcherLanesOut(dispatcher=name, updated_at=r["updated_at"], lanes=r["state"]["lanes"])
+        for name, r in sorted(newest.items())
+    ]
 
 
 @router.post(
