@@ -218,7 +218,7 @@ class FcmSimulator:
             message = None
         if not isinstance(message, dict):
             return _fcm_error("INVALID_ARGUMENT", "Invalid JSON payload received.")
-        address = str(message.get("token") or message.get("topic") or "")
+        address = str(message.get("token") or message.get("fid") or message.get("topic") or "")
         admission = await self.state.admit(address)
         if admission != OK:
             return _admission_answer(admission)
@@ -251,16 +251,18 @@ class FcmSimulator:
 
 def _invalid(message: dict[str, Any]) -> Response | None:
     """Message validation in FCM's order of concern; None when the message is fine."""
-    targets = [k for k in ("token", "topic", "condition") if message.get(k)]
+    # fid: a Firebase installation ID, the target firebase-admin prefers to a token.
+    targets = [k for k in ("token", "fid", "topic", "condition") if message.get(k)]
     if len(targets) != 1:
-        return _fcm_error("INVALID_ARGUMENT", "Exactly one of token, topic or condition")
-    token = message.get("token")
-    if token is not None and not TOKEN_PATTERN.fullmatch(str(token)):
-        return _fcm_error(
-            "INVALID_ARGUMENT",
-            "The registration token is not a valid FCM registration token",
-            field="message.token",
-        )
+        return _fcm_error("INVALID_ARGUMENT", "Exactly one of token, fid, topic or condition")
+    for target in ("token", "fid"):
+        value = message.get(target)
+        if value is not None and not TOKEN_PATTERN.fullmatch(str(value)):
+            return _fcm_error(
+                "INVALID_ARGUMENT",
+                f"The registration {target} is not a valid FCM registration {target}",
+                field=f"message.{target}",
+            )
     if payload_size(message) > PAYLOAD_LIMIT:
         return _fcm_error("INVALID_ARGUMENT", "Message is too big")
     return _invalid_data(message.get("data")) or _invalid_android(message.get("android"))
