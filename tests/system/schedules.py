@@ -1,0 +1,85 @@
+"""Fault schedules: what happens to the fleet, and when (seconds from the start of the load).
+
+A schedule is a list of ``Fault``; ``random_schedule`` draws one from a seed (the same seed,
+the same schedule), ``trial_schedule`` is the outside trial's sequence (issue 23): relay and
+worker SIGKILLs, the broker restarted without its memory, Redis restarted empty, a PostgreSQL
+outage, the relays and workers restarted, a second outage."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    KILL = "kill"  # SIGKILL one process; its supervisor starts it again ``seconds`` later
+    RESTART = "restart"  # SIGTERM every process of a role (a deploy), then start them again
+    BROKER = "broker"  # the broker killed and started again empty, ``seconds`` later
+    REDIS = "redis"  # Redis killed and started again empty, ``seconds`` later
+    POSTGRES = "postgres"  # PostgreSQL unreachable (connections cut, refused) for ``seconds``
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    at: float
+    kind: Kind
+    target: str = ""  # KILL: a process name ("worker-0"); RESTART: a role ("worker")
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        what = f"{self.kind.value} {self.target}".strip()
+        return f"t={self.at:5.1f}s {what}" + (f" for {self.seconds:.1f}s" if self.seconds else "")
+
+
+# The processes of each mode: role -> how many.
+KAFKA_ROLES = {"api": 1, "relay": 2, "worker": 2}
+DIRECT_ROLES = {"api": 1, "dispatch": 2}
+
+
+def names(roles: dict[str, int]) -> list[str]:
+    return [f"{role}-{n}" for role, count in roles.items() for n in range(count)]
+
+
+def trial_schedule(scale: float = 1.0, outage: float = 15.0) -> list[Fault]:
+    """The trial's sequence, its times multiplied by ``scale`` (CI runs it compressed)."""
+    return [
+        Fault(4 * scale, Kind.KILL, "relay-0", 2.0),
+        Fault(7 * scale, Kind.KILL, "worker-0", 2.0),
+        Fault(11 * scale, Kind.BROKER, seconds=1.0),
+        Fault(16 * scale, Kind.REDIS, seconds=1.0),
+        Fault(20 * scale, Kind.POSTGRES, seconds=outage),
+        Fault(20 * scale + outage + 4 * scale, Kind.RESTART, "relay"),
+        Fault(20 * scale + outage + 5 * scale, Kind.RESTART, "worker"),
+        Fault(20 * scale + outage + 14 * scale, Kind.POSTGRES, seconds=outage),
+    ]
+
+
+def random_schedule(
+    seed: int,
+    duration: float,
+    roles: dict[str, int],
+    kafka: bool,
+    faults: int = 8,
+    outage: tuple[float, float] = (10.0, 20.0),
+) -> list[Fault]:
+    """``faults`` faults at random times in ``duration``: a SIGKILL of each process at least
+    once in turn, then broker (Kafka only), Redis and PostgreSQL faults drawn at random."""
+    rng = random.Random(seed)
+    processes = names(roles)
+    rng.shuffle(processes)
+    kinds = [Kind.REDIS, Kind.POSTGRES] + ([Kind.BROKER] if kafka else [])
+    chosen: list[Fault] = []
+    for n in range(faults):
+        at = round(rng.uniform(2.0, duration), 1)
+        if n < len(processes):
+            chosen.append(Fault(at, Kind.KILL, processes[n], round(rng.uniform(0.5, 5.0), 1)))
+            continue
+        kind = rng.choice([*kinds, Kind.KILL])
+        if kind is Kind.KILL:
+            chosen.append(Fault(at, kind, rng.choice(processes), round(rng.uniform(0.5, 5.0), 1)))
+        elif kind is Kind.POSTGRES:
+            chosen.append(Fault(at, kind, seconds=round(rng.uniform(*outage), 1)))
+        else:
+            chosen.append(Fault(at, kind, seconds=round(rng.uniform(0.5, 3.0), 1)))
+    return sorted(chosen)
