@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-engagement format
+.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-engagement format faults
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -48,3 +48,8 @@ bench-engagement:  ## the open pixel and click redirect against /healthz (a minu
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.engagement
+
+faults:  ## the fault harness at length: the trial's sequence and 10 random schedules of SIGKILLs, broker, Redis and PostgreSQL faults (Kafka and direct mode), 10,000 notifications each (about an hour); prints what each left
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m tests.system.run --schedules 10

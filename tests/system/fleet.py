@@ -159,6 +159,7 @@ class FaultFleet:
     accepted: set[str] = field(default_factory=set)  # delivery ids
     notes: list[str] = field(default_factory=list)
     _healing: list[asyncio.Task[None]] = field(default_factory=list)
+    _down: set[str] = field(default_factory=set)  # what a fault took away, until healed
 
     def __post_init__(self) -> None:
         self.roles = self.roles or (KAFKA_ROLES if self.mode == "kafka" else DIRECT_ROLES)
@@ -232,27 +233,36 @@ class FaultFleet:
     # --- faults ---------------------------------------------------------------------------
 
     async def apply(self, fault: Fault) -> None:
+        """Make ``fault`` happen; one whose target is still down from an earlier fault is
+        skipped (noted), so that nothing is started twice."""
+        target = fault.target or fault.kind.value
+        if target in self._down:
+            self.notes.append(f"skipped ({target} still down): {fault.describe()}")
+            return
         log.info("fault: %s", fault.describe())
         if fault.kind is Kind.KILL:
             await self.processes[fault.target].kill_and_wait()
-            self._later(fault.seconds, lambda: self._start(fault.target))
+            self._later(target, fault.seconds, lambda: self._start(fault.target))
         elif fault.kind is Kind.RESTART:
             await self._restart_role(fault.target)
         elif fault.kind is Kind.BROKER:
             assert self.broker is not None, "no broker in direct mode"
             self.broker.stop()
-            self._later(fault.seconds, self.broker.start)
+            self._later(target, fault.seconds, self.broker.start)
         elif fault.kind is Kind.REDIS:
             self.redis.stop()
-            self._later(fault.seconds, self.redis.start)
+            self._later(target, fault.seconds, self.redis.start)
         elif fault.kind is Kind.POSTGRES:
             self.proxy.cut()
-            self._later(fault.seconds, self.proxy.restore)
+            self._later(target, fault.seconds, self.proxy.restore)
 
-    def _later(self, seconds: float, heal: Any) -> None:
+    def _later(self, target: str, seconds: float, heal: Any) -> None:
+        self._down.add(target)
+
         async def after() -> None:
             await asyncio.sleep(seconds)
             await asyncio.to_thread(heal)
+            self._down.discard(target)
 
         self._healing.append(asyncio.create_task(after()))
 
@@ -260,6 +270,8 @@ class FaultFleet:
         """A deploy: SIGTERM each, wait for it to finish its work, start it again."""
         targets = [name for name in self.processes if name.rsplit("-", 1)[0] == role]
         for name in targets:
+            if name in self._down:
+                continue  # killed: its supervisor starts it
             process = self.processes[name]
             started = time.monotonic()
             try:

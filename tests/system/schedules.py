@@ -60,25 +60,25 @@ def random_schedule(
     duration: float,
     roles: dict[str, int],
     kafka: bool,
-    faults: int = 8,
+    faults: int = 10,
     outage: tuple[float, float] = (10.0, 20.0),
 ) -> list[Fault]:
-    """``faults`` faults at random times in ``duration``: a SIGKILL of each process at least
-    once in turn, then broker (Kafka only), Redis and PostgreSQL faults drawn at random."""
+    """At least ``faults`` faults at random times in ``duration``: a SIGKILL of each
+    process, a Redis restart, a PostgreSQL outage and (Kafka only) a broker restart, each
+    at least once, the rest drawn at random among them."""
     rng = random.Random(seed)
     processes = names(roles)
-    rng.shuffle(processes)
     kinds = [Kind.REDIS, Kind.POSTGRES] + ([Kind.BROKER] if kafka else [])
+    each = [(Kind.KILL, name) for name in processes] + [(kind, "") for kind in kinds]
     chosen: list[Fault] = []
-    for n in range(faults):
+    for n in range(max(faults, len(each))):
         at = round(rng.uniform(2.0, duration), 1)
-        if n < len(processes):
-            chosen.append(Fault(at, Kind.KILL, processes[n], round(rng.uniform(0.5, 5.0), 1)))
-            continue
-        kind = rng.choice([*kinds, Kind.KILL])
+        kind, target = each[n] if n < len(each) else (rng.choice([*kinds, Kind.KILL]), "")
         if kind is Kind.KILL:
-            chosen.append(Fault(at, kind, rng.choice(processes), round(rng.uniform(0.5, 5.0), 1)))
-        elif kind is Kind.POSTGRES:
+            target = target or rng.choice(processes)
+            chosen.append(Fault(at, kind, target, round(rng.uniform(0.5, 5.0), 1)))
+            continue
+        if kind is Kind.POSTGRES:
             chosen.append(Fault(at, kind, seconds=round(rng.uniform(*outage), 1)))
         else:
             chosen.append(Fault(at, kind, seconds=round(rng.uniform(0.5, 3.0), 1)))

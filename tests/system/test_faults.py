@@ -46,6 +46,7 @@ def test_a_seed_draws_one_schedule_that_kills_every_process() -> None:
     assert first != random_schedule(8, 60, KAFKA_ROLES, kafka=True)
     killed = {fault.target for fault in first if fault.kind is Kind.KILL}
     assert killed == set(names(KAFKA_ROLES))
+    assert {Kind.BROKER, Kind.REDIS, Kind.POSTGRES} <= {fault.kind for fault in first}
     assert all(0 < fault.at <= 60 for fault in first)
     direct = random_schedule(7, 60, {"api": 1, "dispatch": 2}, kafka=False, faults=30)
     assert Kind.BROKER not in {fault.kind for fault in direct}
