@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-engagement format faults
+.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-kafka-backlog bench-engagement format faults
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -43,6 +43,11 @@ bench-kafka:  ## Kafka transport against direct mode: HIGH latency during a drai
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.kafka
+
+bench-kafka-backlog:  ## a 20,000-row LOW backlog at a 30/s share through the Kafka transport with the default 300 s queue lease (about 12 minutes); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.kafka_backlog
 
 bench-engagement:  ## the open pixel and click redirect against /healthz (a minute); writes its section of docs/benchmarks.md
 	scripts/venv.sh

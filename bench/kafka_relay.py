@@ -2,9 +2,10 @@
 pre-inserted in plain SQL, moved PENDING -> QUEUED
 
 - by tidings' ``Relay`` in this process (``Relay(service).run``, no worker consuming,
-  ``kafka.max_queued`` far above the backlog, ``kafka.relay_batch`` = ``batch``), publishing a
-  ticket per delivery to a fresh tansu broker; its producer is started and the topics made
-  before the clock starts; timed until no delivery is PENDING (every batch committed);
+  ``kafka.max_queued`` far above the backlog and ``kafka.paced`` off, ``kafka.relay_batch``
+  = ``batch``), publishing a ticket per delivery to a fresh tansu broker; its producer is
+  started and the topics made before the clock starts; timed until no delivery is PENDING
+  (every batch committed);
 - by plain asyncpg on one connection: per transaction the relay's claim (the same ``SELECT
   ... FOR UPDATE OF d SKIP LOCKED LIMIT batch`` and ``UPDATE ... SET status = 'QUEUED'``),
   with nothing published, until the claim finds nothing.
@@ -93,7 +94,8 @@ async def relay_run(
     url: str, pool: asyncpg.Pool, scratch: Path, deliveries: int, batch: int
 ) -> float:
     """Seconds from the relay's start until nothing is PENDING."""
-    kafka = {"max_queued": 10_000_000, "relay_batch": batch}
+    # No worker drains the topics: unpaced, only max_queued bounds them.
+    kafka = {"max_queued": 10_000_000, "relay_batch": batch, "paced": False}
     with procs(scratch) as running:
         bootstrap = start_broker(running)
         settings = Settings(

@@ -14,6 +14,10 @@ and checks after every step, from the database, that:
 - the provider is never called with an attempt beyond the policy's maximum (a claim after
   lost leases may count one, and must then fail EXHAUSTED without calling the provider);
 - a stale outcome (its lease expired, the delivery maybe claimed again) changes nothing;
+- at most once across crashes: on an at-most-once account the provider call is preceded by
+  its start mark (fenced: a stale worker's mark holds nothing, and it does not call), every
+  outcome clears the mark, and a lease lost with the mark set ends the delivery FAILED
+  ambiguous instead of PENDING;
 - running the dispatcher loop to completion ends every delivery SENT or FAILED (exhausted,
   permanent or poison) within a bounded number of rounds.
 """
@@ -59,7 +63,7 @@ from tidings.states import TRANSITIONS, FailureKind, Status, can_move
 from tidings.store.claims import ClaimedDelivery, claim_due, reap_expired_leases
 from tidings.store.engine import Database, connect
 from tidings.store.intake import DeliveryDraft, NotificationDraft, accept
-from tidings.store.outcomes import Outcome, write_outcomes
+from tidings.store.outcomes import Outcome, SendStart, mark_sends_started, write_outcomes
 from tidings.store.schema import delivery, delivery_event, notification
 from tidings.store.templates import add_version
 
@@ -71,6 +75,7 @@ SEND_TIMEOUT = 5.0
 TICK = timedelta(microseconds=1)  # timedelta(seconds=x) rounds x to the microsecond
 PRIORITIES = (Priority.HIGH, Priority.NORMAL)
 ENDINGS = {FailureKind.EXHAUSTED.value, FailureKind.PERMANENT.value, FailureKind.POISON.value}
+AMBIGUOUS = FailureKind.AMBIGUOUS.value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +260,7 @@ class Row:
     lease_until: datetime | None
     failure_kind: str | None
     priority: Priority
+    started: bool = False  # the start mark of an at-most-once call (send_started_at)
 
     @staticmethod
     def of(row: dict[str, Any]) -> Row:
@@ -265,6 +271,7 @@ class Row:
             row["lease_until"],
             row["failure_kind"],
             Priority(row["priority"]),
+            row["send_started_at"] is not None,
         )
 
 
@@ -274,6 +281,7 @@ class Claim:
 
     claimed: ClaimedDelivery
     lease_until: datetime
+    started: bool = False  # its at-most-once provider call has begun (the mark written)
 
 
 class DeliveryMachine(RuleBasedStateMachine):
@@ -295,6 +303,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         self.scripts: dict[uuid.UUID, list[Response]] = {}
         self.in_flight: list[Claim] = []
         self.sends: Counter[uuid.UUID] = Counter()
+        self.once: set[uuid.UUID] = set()  # deliveries of an at-most-once account
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -313,7 +322,9 @@ class DeliveryMachine(RuleBasedStateMachine):
         max_delay=st.floats(min_value=1, max_value=120),
         rng=st.randoms(use_true_random=False),
         deliveries=st.lists(
-            st.tuples(st.sampled_from(PRIORITIES), scripts), min_size=1, max_size=4
+            st.tuples(st.sampled_from(PRIORITIES), scripts, st.booleans()),
+            min_size=1,
+            max_size=4,
         ),
     )
     def start(
@@ -322,24 +333,26 @@ class DeliveryMachine(RuleBasedStateMachine):
         base_delay: float,
         max_delay: float,
         rng: random.Random,
-        deliveries: list[tuple[Priority, list[Response]]],
+        deliveries: list[tuple[Priority, list[Response], bool]],
     ) -> None:
         self.policy = RetryPolicy(base_delay, max_delay, max_attempts)
         self.type_rules = TypeRules(self.policy, None)
         self.rng = rng
-        for priority, script in deliveries:
-            self.add_delivery(priority, script)
+        for priority, script, once in deliveries:
+            self.add_delivery(priority, script, once)
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(priority=st.sampled_from(PRIORITIES), script=scripts)
-    def add_delivery(self, priority: Priority, script: list[Response]) -> None:
+    @rule(priority=st.sampled_from(PRIORITIES), script=scripts, once=st.booleans())
+    def add_delivery(self, priority: Priority, script: list[Response], once: bool) -> None:
         address = f"user{len(self.model)}@example.com"
         notification_draft = draft(priority, address)
         self.run(accept(self.db, [notification_draft], self.now))
         delivery_id = notification_draft.deliveries[0].id
         self.model[delivery_id] = Row(Status.PENDING, 0, self.now, None, None, priority)
         self.scripts[delivery_id] = script
+        if once:
+            self.once.add(delivery_id)
         self.check_database()
 
     @rule(priority=st.sampled_from(PRIORITIES), limit=st.integers(min_value=1, max_value=3))
@@ -353,12 +366,14 @@ class DeliveryMachine(RuleBasedStateMachine):
         index = data.draw(st.integers(min_value=0, max_value=len(self.in_flight) - 1))
         self.answer_claim(self.in_flight.pop(index), response)
 
-    @precondition(lambda self: bool(self.in_flight))
+    @precondition(lambda self: any(not c.started for c in self.in_flight))
     @rule(data=st.data())
     def defer(self, data: st.DataObject) -> None:
-        """Not the provider's fault (rate limit, open breaker): give the attempt back."""
-        index = data.draw(st.integers(min_value=0, max_value=len(self.in_flight) - 1))
-        claim = self.in_flight.pop(index)
+        """Not the provider's fault (rate limit, open breaker): give the attempt back (before
+        any provider call)."""
+        waiting = [c for c in self.in_flight if not c.started]
+        claim = data.draw(st.sampled_from(waiting))
+        self.in_flight.remove(claim)
         outcome = released(claim.claimed, self.now, "deferral")
         assert outcome.attempts == claim.claimed.attempts - 1
         assert outcome.next_attempt_at == self.now
@@ -388,6 +403,26 @@ class DeliveryMachine(RuleBasedStateMachine):
         self.reap()
         self.claim_now(self.model[claim.claimed.id].priority, 1000)
         self.answer_claim(claim, response)
+
+    @precondition(lambda self: any(self.may_start(c) for c in self.in_flight))
+    @rule(data=st.data())
+    def start_call(self, data: st.DataObject) -> None:
+        """An at-most-once send writes its start mark, then calls the provider (which has not
+        answered yet). A stale worker's mark holds no fence: it gives the delivery back
+        uncalled."""
+        claim = data.draw(st.sampled_from([c for c in self.in_flight if self.may_start(c)]))
+        index = self.in_flight.index(claim)
+        fresh = self.is_fresh(claim)
+        marked = self.run(self.mark(claim))
+        assert marked == fresh
+        if fresh:
+            self.model[claim.claimed.id] = replace(self.model[claim.claimed.id], started=True)
+            self.in_flight[index] = replace(claim, started=True)
+            self.check_database()
+        else:
+            event("a stale worker's start mark held nothing")
+            self.in_flight.pop(index)
+            self.write(claim, released(claim.claimed, self.now, "lease lost"))
 
     @rule(seconds=st.floats(min_value=0, max_value=300))
     def advance(self, seconds: float) -> None:
@@ -422,7 +457,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         for row in self.model.values():
             assert row.status in (Status.SENT, Status.FAILED), row
             if row.status is Status.FAILED:
-                assert row.failure_kind in ENDINGS, row
+                assert row.failure_kind in ENDINGS | {AMBIGUOUS}, row
         event(f"completed {len(self.model)} deliveries")
 
     # -- the store operations, each followed by a check against the database ---------------
@@ -456,22 +491,55 @@ class DeliveryMachine(RuleBasedStateMachine):
             self.in_flight.append(Claim(item, lease_until))
         self.check_database()
 
+    def may_start(self, claim: Claim) -> bool:
+        """An at-most-once send that has not begun its call, with attempts left to call."""
+        claimed = claim.claimed
+        return (
+            claimed.id in self.once
+            and not claim.started
+            and claimed.attempts <= self.policy.max_attempts
+        )
+
+    def is_fresh(self, claim: Claim) -> bool:
+        current = self.model[claim.claimed.id]
+        return current.status is Status.SENDING and current.attempts == claim.claimed.attempts
+
+    async def mark(self, claim: Claim) -> bool:
+        claimed = claim.claimed
+        start = SendStart(
+            delivery_id=claimed.id, claimed_attempts=claimed.attempts, account="answering"
+        )
+        return await mark_sends_started(self.db, [start], self.now) == {claimed.id}
+
     def answer_claim(self, claim: Claim, response: Response) -> None:
         claimed = claim.claimed
         calls_before = len(self.provider.calls)
         outcome = precheck(claimed, self.type_rules, self.now)
+        lost = False
         if outcome is None:
             self.provider.answer = response
+            target = Target(self.provider)
+            if self.may_start(claim):  # the sender marks the start just before the call
+
+                async def begin() -> str | None:
+                    return None if await self.mark(claim) else "lease lost"
+
+                lost = not self.is_fresh(claim)
+                target = Target(self.provider, at_most_once=True, begin=begin)
             outcome = self.run(
                 Sender(self.composer, SEND_TIMEOUT, self.rng).attempt(
-                    claimed, self.type_rules, Target(self.provider), self.now
+                    claimed, self.type_rules, target, self.now
                 )
             )
         called = len(self.provider.calls) - calls_before
         if called:
             self.sends[claimed.id] += 1
             assert self.provider.calls[-1].attempt == claimed.attempts
-        self.check_outcome(claimed, response, outcome, called)
+        if lost:
+            event("a stale at-most-once worker did not call the provider")
+            assert called == 0 and outcome.event == "released", outcome
+        else:
+            self.check_outcome(claimed, response, outcome, called)
         self.write(claim, outcome)
 
     def check_outcome(
@@ -520,6 +588,7 @@ class DeliveryMachine(RuleBasedStateMachine):
                 next_attempt_at=outcome.next_attempt_at,
                 lease_until=None,
                 failure_kind=outcome.failure_kind,
+                started=False,  # the outcome ends the attempt, and its start mark
             )
             added = Counter([(delivery_id, outcome.event)] if outcome.event else [])
             assert self.run(read_events(self.db)) == history + added
@@ -540,15 +609,17 @@ class DeliveryMachine(RuleBasedStateMachine):
         ]
         history = self.run(read_events(self.db))
         assert self.run(reap_expired_leases(self.db, self.now)) == len(expired)
-        lost = Counter((delivery_id, "lease_expired") for delivery_id in expired)
+        # A call that had started may have sent: at most once, it is never handed out again.
+        perhaps_sent = [i for i in expired if self.model[i].started]
+        lost = Counter((i, "failed" if i in perhaps_sent else "lease_expired") for i in expired)
         assert self.run(read_events(self.db)) == history + lost
         for delivery_id in expired:
-            self.model[delivery_id] = replace(
-                self.model[delivery_id],
-                status=Status.PENDING,
-                next_attempt_at=self.now,
-                lease_until=None,
-            )
+            if delivery_id in perhaps_sent:
+                event("a lease lost during an at-most-once call: FAILED ambiguous")
+                moved = {"status": Status.FAILED, "failure_kind": AMBIGUOUS}
+            else:
+                moved = {"status": Status.PENDING, "next_attempt_at": self.now}
+            self.model[delivery_id] = replace(self.model[delivery_id], lease_until=None, **moved)
         self.check_database()
 
     def scripted(self, delivery_id: uuid.UUID) -> Response:
@@ -588,7 +659,12 @@ class DeliveryMachine(RuleBasedStateMachine):
             if row.failure_kind == "exhausted":
                 assert row.attempts >= limit, "exhausted before the last attempt"
             if row.status is Status.FAILED:
-                assert row.failure_kind in ENDINGS
+                assert row.failure_kind in ENDINGS | {AMBIGUOUS}
+            if row.failure_kind == AMBIGUOUS or row.started:
+                # Only an at-most-once call leaves a mark, and only while it may be in
+                # flight, or on the delivery it failed ambiguous.
+                assert delivery_id in self.once
+                assert row.status in (Status.SENDING, Status.FAILED), row
         assert all(call.attempt <= limit for call in self.provider.calls)
 
 

@@ -125,7 +125,10 @@ class Settings(BaseSettings):
     retention_days: int = Field(default=30, ge=1)
     idempotency_days: int = Field(default=7, ge=1)
     partitions_ahead: int = Field(default=7, ge=1, le=366)
-    outcome_flush_interval: float = Field(default=0.01, gt=0)
+    # Seconds the outcome writer waits to gather a batch before each write. 0 (the default):
+    # a group commit, written as soon as one is queued, those that come during a write going
+    # with the next (fewer sends repeated after a crash: docs/benchmarks.md, crash repeats).
+    outcome_flush_interval: float = Field(default=0.0, ge=0, le=10)
     shutdown_grace: float = Field(default=10.0, ge=0)
     # A delivery held by quiet hours goes out at the window's end plus up to this many seconds.
     quiet_hours_jitter: float = Field(default=600.0, ge=0)

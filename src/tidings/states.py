@@ -55,6 +55,7 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
         {
             Status.SENT,
             Status.PENDING,  # transient failure with attempts left, deferral, lease expiry
+            # Also the reaper's: a lease lost during an at-most-once provider call (ambiguous).
             Status.FAILED,
             Status.SKIPPED,  # send-time policy check
             Status.EXPIRED,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -172,6 +172,11 @@ def _ignore(error: BaseException | None) -> None:
     return None
 
 
+# Awaited just before the provider call: None to call it, else why not (the attempt's
+# start could not be recorded, or its lease was lost); the delivery is then given back.
+Begin = Callable[[], Awaitable[str | None]]
+
+
 @dataclass(frozen=True)
 class Target:
     """Where one delivery goes: the provider, the account name its row records (else the
@@ -183,6 +188,9 @@ class Target:
     report: Report = _ignore
     # The account's on_ambiguous is "fail": an ambiguous outcome is never retried.
     at_most_once: bool = False
+    # For such an account: records that the call starts (dispatch/send_starts.py), so that
+    # a crash during the call ends the delivery ambiguous instead of sending it again.
+    begin: Begin | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,8 @@ class Sender:
         now: datetime,
     ) -> Outcome:
         name = target.account or target.provider.name
+        if target.begin is not None and (refused := await target.begin()) is not None:
+            return released(claimed, now, refused)
         try:
             with observed.provider_call(name, claimed.channel):
                 async with self.deadlines.limit(self.send_timeout):
@@ -326,6 +336,21 @@ def failed(
         event="failed",
         event_detail=(detail or {}) | {"failureKind": kind.value},
     )
+
+
+def interrupted(claimed: ClaimedDelivery, provider: str) -> Outcome:
+    """Shut down during an at-most-once account's provider call: perhaps sent, so FAILED
+    ambiguous (the dead-letter queue) rather than given back to be sent again."""
+    error = "shut down during the provider call: perhaps sent, not sent again"
+    detail: dict[str, object] = {
+        "attempt": claimed.attempts,
+        "error": error,
+        "kind": FailureKind.AMBIGUOUS.value,
+        "provider": provider,
+        "perhapsSent": True,
+        "reason": "shutdown",
+    }
+    return failed(claimed, FailureKind.AMBIGUOUS, error, provider, detail)
 
 
 def released(claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:

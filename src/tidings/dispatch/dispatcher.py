@@ -30,6 +30,7 @@ from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.retention import RetentionPlan, maintain_every
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.send_checks import SendTimeChecks
+from tidings.dispatch.send_starts import SendStarts
 from tidings.dispatch.sending import LaneContext
 from tidings.dispatch.types import TypeRulebook
 from tidings.dispatch.waiting import sleep_unless
@@ -123,6 +124,7 @@ class Dispatcher:
             ),
             cancelled=self.cancelled,
             dedup=self.coordination.dedup,
+            starts=SendStarts(service.db),
         )
         self.lanes: list[Lane | KafkaLane]
         if worker is None:
@@ -198,10 +200,8 @@ class Dispatcher:
         states = breaker.snapshot()
         shared = self.coordination.snapshot()
         guards = self.protection.guard.snapshot(states)
-        lanes = [lane.progress.snapshot() for lane in self.lanes]
         for account, state in states.items():
             state["coordination"] = shared
-            state["lanes"] = lanes  # each lane's progress (dispatch/progress.py)
             state["deactivationGuard"] = guards[account]
         await provider_state.report(self.service.db, self.id, states, utcnow())
 

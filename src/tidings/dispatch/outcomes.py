@@ -1,4 +1,5 @@
-"""Outcomes are buffered and written back in batches: one transaction for many sends.
+"""Outcomes are written back as a group commit: one write for every send that finished
+while the write before it was under way (at once when the writer is idle).
 
 The writer never dies and never drops an outcome: a batch that fails is tried again; if the
 database answers but refuses a batch, its outcomes are written one by one, and one it
@@ -23,7 +24,7 @@ RETRY_PAUSE = 0.5  # seconds between tries while the database is away
 
 
 class OutcomeWriter:
-    def __init__(self, db: Database, flush_interval: float = 0.01, max_batch: int = 1000) -> None:
+    def __init__(self, db: Database, flush_interval: float = 0.0, max_batch: int = 1000) -> None:
         self.db = db
         self.flush_interval = flush_interval
         self.max_batch = max_batch
@@ -55,7 +56,11 @@ class OutcomeWriter:
                 await first_of(self._ready.wait(), stop.wait())
                 self._ready.clear()
                 continue
-            await asyncio.sleep(self.flush_interval)  # let a batch gather
+            if self.flush_interval:
+                await asyncio.sleep(self.flush_interval)  # let a batch gather
+            else:
+                # One loop step: the sends that finished in this step join the write.
+                await asyncio.sleep(0)
             await self.flush()
 
     async def flush(self) -> None:

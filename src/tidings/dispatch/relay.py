@@ -36,7 +36,7 @@ from tidings.priorities import Channel, Priority
 from tidings.service import Service
 from tidings.store.queue import Due, queued_counts, relay_due
 from tidings.store.wakeup import listen_postgres
-from tidings.transport.pacing import Pacing
+from tidings.transport.pacing import FLOOR_TICKETS, Pacing
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket, partition_key
 from tidings.transport.topics import all_topics, ensure_topics, topic_name
@@ -70,9 +70,8 @@ class Relay:
         )
         self.queued: dict[tuple[str, str], int] = {}
         kafka = self.kafka
-        self.pacing = Pacing(
-            kafka.queue_lease_seconds, kafka.max_queued, min(kafka.relay_batch, kafka.max_queued)
-        )
+        floor = min(FLOOR_TICKETS, kafka.relay_batch, kafka.max_queued)
+        self.pacing = Pacing(kafka.queue_lease_seconds, kafka.max_queued, floor)
         self.published = 0  # since start, for the logs and the benchmarks
         self._producer: AIOKafkaProducer | None = None
         self._starting = asyncio.Lock()  # the priorities' loops share one producer
@@ -131,7 +130,8 @@ class Relay:
         found = {}
         for channel in Channel:
             topic = (priority.value, channel.value)
-            room = self.pacing.cap(topic) - self.queued.get(topic, 0)
+            cap = self.pacing.cap(topic) if self.kafka.paced else self.kafka.max_queued
+            room = cap - self.queued.get(topic, 0)
             if room > 0:
                 found[channel.value] = room
         return found

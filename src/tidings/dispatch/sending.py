@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 import traceback
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,11 +18,13 @@ from tidings import logs
 from tidings.clock import utcnow
 from tidings.dispatch import observed
 from tidings.dispatch.attempt import (
+    Begin,
     Sender,
     Target,
     already_sent,
     cancelled,
     deferred,
+    interrupted,
     poisoned,
     precheck,
     released,
@@ -29,10 +32,10 @@ from tidings.dispatch.attempt import (
 from tidings.dispatch.deactivation_guard import HELD
 from tidings.dispatch.guard_outcomes import held, judged
 from tidings.dispatch.outcomes import OutcomeWriter
-from tidings.dispatch.progress import LaneProgress
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
 from tidings.dispatch.send_checks import Checked, SendTimeChecks
+from tidings.dispatch.send_starts import SendStarts
 from tidings.dispatch.types import TypeRulebook, TypeRules
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
@@ -41,7 +44,7 @@ from tidings.store import users
 from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
-from tidings.store.outcomes import Outcome, reachable
+from tidings.store.outcomes import Outcome, SendStart, reachable
 from tidings.store.users import UserProfile
 from tidings.store.wakeup import Wakeup
 
@@ -64,6 +67,8 @@ class LaneContext:
     protection: Protection
     cancelled: CancelledCampaigns
     dedup: LocalDedup | RedisDedup
+    # Start marks of at-most-once sends, group-committed across the dispatcher's lanes.
+    starts: SendStarts
 
 
 class SendPipeline:
@@ -74,8 +79,8 @@ class SendPipeline:
         self.context = context
         self._tasks: dict[asyncio.Task[None], str] = {}  # each send's channel
         self.slot_freed = asyncio.Event()
-        # What the lane did, for its stall watch and reports (dispatch/progress.py).
-        self.progress = LaneProgress(priority.value, "direct")
+        # Deliveries whose at-most-once provider call has started (its mark is written).
+        self._started: set[uuid.UUID] = set()
 
     @property
     def in_flight(self) -> int:
@@ -138,7 +143,6 @@ class SendPipeline:
     def _put(self, delivery: ClaimedDelivery | None, outcome: Outcome) -> None:
         """To the writer, counted on the way (dispatch/observed.py)."""
         self.context.writer.put(outcome)
-        self.progress.outcome(outcome.status is Status.SENT)
         if delivery is not None:
             observed.outcome(delivery, outcome)
             _log_outcome(delivery, outcome)
@@ -188,7 +192,6 @@ class SendPipeline:
             for delivery in send:
                 self.context.writer.put(released(delivery, utcnow(), "platforms unknown"))
             return []
-        self.progress.asked(len(send))
         admission = await self.context.protection.admit(send, self.priority, platforms)
         now = utcnow()
         for delivery, wait in admission.defer:
@@ -233,11 +236,14 @@ class SendPipeline:
         try:
             rules = context.types.rules(delivery.type)
             providers = context.providers
+            recorded = providers.recorded_name(account)
+            at_most_once = providers.at_most_once(account)
             target = Target(
                 providers.providers[account],
-                providers.recorded_name(account),
+                recorded,
                 protection.reporter(account),
-                providers.at_most_once(account),
+                at_most_once,
+                self._begin(delivery, recorded or account) if at_most_once else None,
             )
             async with protection.in_flight(account):
                 if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
@@ -246,13 +252,38 @@ class SendPipeline:
                 else:
                     outcome = await self._attempt_once(delivery, rules, target, profile, account)
         except asyncio.CancelledError:
-            # Shut down mid-send: give the delivery back without counting the attempt.
+            # Shut down mid-send: give the delivery back without counting the attempt,
+            # unless an at-most-once provider call had started (perhaps sent).
             protection.breaker.cancel(account)
-            context.writer.put(released(delivery, utcnow(), "shutdown"))
+            if delivery.id in self._started:
+                context.writer.put(interrupted(delivery, recorded or account))
+            else:
+                context.writer.put(released(delivery, utcnow(), "shutdown"))
             raise
         except Exception as error:
             outcome = self._poisoned(delivery, error)
+        finally:
+            self._started.discard(delivery.id)
         self._put(delivery, outcome)
+
+    def _begin(self, delivery: ClaimedDelivery, account: str) -> Begin:
+        """The start mark of one send (dispatch/send_starts.py), awaited by the sender just
+        before the provider call: None to call it, else why not."""
+
+        async def begin() -> str | None:
+            start = SendStart(
+                delivery_id=delivery.id, claimed_attempts=delivery.attempts, account=account
+            )
+            try:
+                if not await self.context.starts.started(start):
+                    return "lease lost"  # claimed again since: that attempt sends
+            except Exception as error:
+                log.warning("recording a send's start failed (%s)", error_name(error))
+                return "start not recorded"
+            self._started.add(delivery.id)
+            return None
+
+        return begin
 
     async def _attempt_once(
         self,

@@ -11,6 +11,7 @@ RETURNING clause and ``ClaimedDelivery`` follow.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -22,11 +23,13 @@ import sqlalchemy as sa
 
 from tidings.ids import new_id
 from tidings.priorities import Priority
-from tidings.states import Status
+from tidings.states import FailureKind, Status
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables
 from tidings.store.partitions import partition_name
 from tidings.store.schema import delivery, delivery_event, notification
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, kw_only=True)  # one per delivery sent: no frozen overhead
@@ -268,13 +271,24 @@ def event_row(
 async def reap_expired_leases(db: Database, now: datetime) -> int:
     """Return deliveries whose lease ran out to PENDING: SENDING ones of a crashed or stuck
     worker, and QUEUED ones whose ticket no worker took in time (a broker that lost its
-    log). Both are due at once.
+    log). Both are due at once. A SENDING row whose attempt had started its provider call on
+    an at-most-once account (``send_started_at``) may have been sent: it ends FAILED
+    ambiguous instead (the dead-letter queue), never sent again. The count of all three.
 
     A SENDING row's attempt stays counted, so a message that kills every worker still runs
     out of attempts and ends FAILED; a QUEUED row was never attempted.
     """
     async with db.engine.begin() as conn:
-        events = []
+        events = [
+            event_row(row.id, "failed", now, _ambiguous_detail(row.attempts, row.provider))
+            for row in await conn.execute(_fail_started(now))
+        ]
+        if events:
+            log.warning(
+                "%d deliveries lost their lease during an at-most-once provider call: "
+                "FAILED ambiguous, not sent again",
+                len(events),
+            )
         for status, kind in ((Status.SENDING, "lease_expired"), (Status.QUEUED, "queue_expired")):
             statement = (
                 sa.update(delivery)
@@ -292,3 +306,43 @@ async def reap_expired_leases(db: Database, now: datetime) -> int:
         if events:
             await conn.execute(sa.insert(delivery_event), events)
     return len(events)
+
+
+AMBIGUOUS_AFTER_LEASE = (
+    "lease expired during the provider call (its process stopped or stalled): "
+    "perhaps sent, not sent again (on_ambiguous = fail)"
+)
+
+
+def _fail_started(now: datetime) -> sa.Update:
+    """Expired SENDING rows whose provider call had started: FAILED ambiguous. The start
+    mark stays, saying when (a replay clears it)."""
+    return (
+        sa.update(delivery)
+        .where(
+            delivery.c.status == Status.SENDING.value,
+            delivery.c.lease_until < now,
+            delivery.c.send_started_at.is_not(None),
+        )
+        .values(
+            status=Status.FAILED.value,
+            failure_kind=FailureKind.AMBIGUOUS.value,
+            last_error=AMBIGUOUS_AFTER_LEASE,
+            lease_until=None,
+            updated_at=now,
+        )
+        .returning(delivery.c.id, delivery.c.attempts, delivery.c.provider)
+    )
+
+
+def _ambiguous_detail(attempt: int, provider: str | None) -> dict[str, Any]:
+    """As an ambiguous provider failure's ``failed`` event (dispatch/attempt.py) says it."""
+    return {
+        "attempt": attempt,
+        "error": AMBIGUOUS_AFTER_LEASE,
+        "kind": FailureKind.AMBIGUOUS.value,
+        "provider": provider,
+        "perhapsSent": True,
+        "reason": "lease_expired",
+        "failureKind": FailureKind.AMBIGUOUS.value,
+    }

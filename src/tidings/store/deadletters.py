@@ -53,6 +53,7 @@ async def replay(db: Database, delivery_id: uuid.UUID, namespace: str, now: date
             next_attempt_at=now,
             last_error=None,
             failure_kind=None,
+            send_started_at=None,  # the new attempts start afresh (store/claims.py, reaper)
             updated_at=now,
         )
         .returning(delivery.c.priority)

@@ -101,6 +101,7 @@ def _update_on(table: sa.TableClause) -> sa.Update:
             {name: sa.bindparam(f"b_{name}") for name in OUTCOME_COLUMNS}
             | {
                 "lease_until": None,
+                "send_started_at": None,  # the attempt is over: its start mark with it
                 "updated_at": sa.bindparam("b_now"),
                 "template_version": sa.func.coalesce(
                     sa.bindparam("b_template_version", type_=sa.Integer),
@@ -139,7 +140,7 @@ def _pg_update(table: str) -> str:
     columns = ", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)
     return f"""
 UPDATE {table}
-SET {columns}, lease_until = NULL, updated_at = {_PG["now"]},
+SET {columns}, lease_until = NULL, send_started_at = NULL, updated_at = {_PG["now"]},
     template_version = COALESCE({_PG["template_version"]}::integer, template_version)
 WHERE id = {_PG["delivery_id"]} AND status = 'SENDING' AND attempts = {_PG["claimed_attempts"]}
 """
@@ -206,7 +207,7 @@ WITH u AS MATERIALIZED (
     SELECT * FROM unnest({arrays}, ${fence}::text[]) AS u({names}, fence)
 )
 UPDATE {table} AS d
-SET {columns}, lease_until = NULL, updated_at = ${now},
+SET {columns}, lease_until = NULL, send_started_at = NULL, updated_at = ${now},
     template_version = COALESCE(u.template_version, d.template_version)
 FROM u
 WHERE d.id = ANY($1::uuid[]) AND d.id = u.delivery_id {bounds}
@@ -332,6 +333,90 @@ async def _write_postgres(
 def _outcome_event(outcome: Outcome, now: datetime) -> dict[str, Any]:
     assert outcome.event is not None
     return event_row(outcome.delivery_id, outcome.event, now, outcome.event_detail)
+
+
+@dataclass(slots=True, frozen=True)
+class SendStart:
+    """An attempt about to call an at-most-once account's provider: its fence and account."""
+
+    delivery_id: uuid.UUID
+    claimed_attempts: int
+    account: str
+
+
+# The start marks of a group, set-based as the quiet outcomes are (the fence a join
+# condition on the arrays); RETURNING tells which fences held.
+_PG_MARK = """
+WITH s AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::text[])
+        AS s(delivery_id, claimed_attempts, provider, fence)
+)
+UPDATE {table} AS d
+SET send_started_at = $5, provider = s.provider, updated_at = $5
+FROM s
+WHERE d.id = ANY($1::uuid[]) AND d.id = s.delivery_id {bounds}
+    AND d.status = s.fence AND d.attempts = s.claimed_attempts
+RETURNING d.id
+"""
+
+
+async def mark_sends_started(
+    db: Database, starts: Sequence[SendStart], now: datetime
+) -> set[uuid.UUID]:
+    """Record that each attempt of ``starts`` is about to call its provider (and which
+    account), fenced as an outcome is; the deliveries whose fence held. One whose fence
+    failed is no longer this attempt's (its lease expired): it must not be sent."""
+    if not starts:
+        return set()
+    partitioned = db.is_postgres and (await day_tables(db, now.astimezone(UTC).date())).partitioned
+    try:
+        return await _mark(db, starts, now, partitioned)
+    except Exception as error:
+        if not (partitioned and _no_table(error)):
+            raise
+        return await _mark(db, starts, now, partitioned=False)
+
+
+async def _mark(
+    db: Database, starts: Sequence[SendStart], now: datetime, partitioned: bool
+) -> set[uuid.UUID]:
+    if not db.is_postgres:
+        return await _mark_sqlite(db, starts, now)
+    groups: dict[tuple[str, str], list[SendStart]] = {}
+    for start in starts:
+        target = _pg_target(start.delivery_id, partitioned) if partitioned else ("delivery", "")
+        groups.setdefault(target, []).append(start)
+    marked: set[uuid.UUID] = set()
+    async with db.asyncpg() as conn:
+        for (table, bounds), group in groups.items():
+            rows = await conn.fetch(
+                _PG_MARK.format(table=table, bounds=bounds),
+                [s.delivery_id for s in group],
+                [s.claimed_attempts for s in group],
+                [s.account for s in group],
+                [Status.SENDING.value] * len(group),
+                now,
+            )
+            marked.update(row["id"] for row in rows)
+    return marked
+
+
+async def _mark_sqlite(db: Database, starts: Sequence[SendStart], now: datetime) -> set[uuid.UUID]:
+    marked: set[uuid.UUID] = set()
+    async with db.engine.begin() as conn:
+        for start in starts:
+            statement = (
+                sa.update(delivery)
+                .where(
+                    delivery.c.id == start.delivery_id,
+                    delivery.c.status == Status.SENDING.value,
+                    delivery.c.attempts == start.claimed_attempts,
+                )
+                .values(send_started_at=now, provider=start.account, updated_at=now)
+                .returning(delivery.c.id)
+            )
+            marked.update(row.id for row in await conn.execute(statement))
+    return marked
 
 
 async def reachable(db: Database) -> bool:

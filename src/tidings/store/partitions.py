@@ -277,16 +277,18 @@ def _convert(bind: sa.Connection, today: date, ahead: int) -> Conversion:
     bind.exec_driver_sql("SET LOCAL lock_timeout = 0")  # held now: the copy may take long
     first, last = _day_span(bind, today, today + timedelta(days=ahead))
     triggers = _trigger_definitions(bind)
+    present = {t: {c["name"] for c in sa.inspect(bind).get_columns(t)} for t in PARTITIONED}
     _set_old_tables_aside(bind)
     meta = _partitioned_tables()
     meta.create_all(bind)
+    _drop_columns_not_yet_migrated(bind, meta, present)
     for day in days_between(first, last):
         for table in PARTITIONED:
             for statement in create_statements(table, day):
                 bind.exec_driver_sql(statement)
     rows: dict[str, int] = {}
     for table in PARTITIONED:
-        columns = ", ".join(c.name for c in meta.tables[table].columns)
+        columns = ", ".join(c.name for c in meta.tables[table].columns if c.name in present[table])
         copied = bind.exec_driver_sql(
             f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old"
         )
@@ -299,6 +301,18 @@ def _convert(bind: sa.Connection, today: date, ahead: int) -> Conversion:
     bind.exec_driver_sql(f"ANALYZE {tables}")  # new partitions have no statistics yet
     log.info("moved onto day partitions %s to %s: %s", first, last, rows)
     return Conversion(first, last, rows)
+
+
+def _drop_columns_not_yet_migrated(
+    bind: sa.Connection, meta: sa.MetaData, present: dict[str, set[str]]
+) -> None:
+    """The new tables keep the columns the old ones had: run by migration 0026, the models
+    may hold columns a later migration adds (it adds them to the partitioned tables).
+    Dropped while the parents have no partition yet, which costs nothing."""
+    for table in PARTITIONED:
+        for column in meta.tables[table].columns:
+            if column.name not in present[table]:
+                bind.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column.name}")
 
 
 def _trigger_definitions(bind: sa.Connection) -> list[str]:

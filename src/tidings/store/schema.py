@@ -156,6 +156,10 @@ delivery = sa.Table(
     _ts("created_at", nullable=False),
     _ts("sent_at"),
     _ts("updated_at", nullable=False),
+    # When the attempt in flight was about to call an at-most-once account's provider
+    # (on_ambiguous = "fail"), written before the call; cleared by its outcome. A lease
+    # that expires with it set ends the delivery FAILED ambiguous instead of sending again.
+    _ts("send_started_at"),
     # PostgreSQL: the place (event.txid) of its newest status event, set by a trigger: the
     # next one goes no earlier, so its events keep the order of its changes
     # (store/event_triggers.py, version 2). NULL: none yet; unused on SQLite.

@@ -23,6 +23,10 @@ from tidings.store.queue import Count
 # The share of a queue lease the tickets a topic holds take to drain: the other half is
 # the margin for a drain rate that falls after they were published.
 LEASE_FILL = 0.5
+# What a topic may hold before its drain rate is known: little, so that even a slow lane
+# under a short lease takes it in time; a topic the workers empty within a count (a
+# second) raises its rate, and so its cap, at once.
+FLOOR_TICKETS = 100
 # Each count moves the estimate this far towards the rate it measured.
 RATE_WEIGHT = 0.3
 

@@ -15,6 +15,10 @@ class KafkaSettings(BaseModel):
     # Deliveries a topic may hold at once (QUEUED); the relay publishes no more until the
     # workers take some. Keep it below what the workers drain in a queue lease.
     max_queued: int = Field(default=20_000, ge=1, le=10_000_000)
+    # Keep at most what the workers drain in half a queue lease in a topic, so that a
+    # backlog waits PENDING instead of expiring in the topic (transport/pacing.py). Off:
+    # only max_queued bounds a topic (a benchmark of the relay with no workers).
+    paced: bool = True
     # Deliveries claimed and published per relay transaction.
     relay_batch: int = Field(default=500, ge=1, le=10_000)
     # How long the relay's producer waits to fill a batch, and the workers' fetch wait.
