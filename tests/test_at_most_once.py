@@ -234,3 +234,25 @@ async def test_a_shutdown_during_an_at_most_once_call_fails_it_ambiguous(
         statuses[found.channel] = (found.status, found.failure_kind, found.attempts)
     # The SMS may have gone out: never sent again. The email is given back, as before.
     assert statuses == {"sms": ("FAILED", "ambiguous", 1), "email": ("PENDING", None, 0)}
+
+
+async def test_a_mark_the_database_refuses_fails_each_of_its_sends(db: Database) -> None:
+    """A write that fails leaves every send of its group unsure of its mark: each is told
+    (and so not sent), and the next group is written as usual."""
+    calls: list[int] = []
+
+    async def mark(starts: Sequence[SendStart]) -> set[uuid.UUID]:
+        calls.append(len(starts))
+        if len(calls) == 1:
+            raise ConnectionError("database away")
+        return {s.delivery_id for s in starts}
+
+    starts = SendStarts(db, mark=mark)
+    ids = [uuid.uuid4() for _ in range(3)]
+    first = await asyncio.gather(
+        *(starts.started(SendStart(delivery_id=i, claimed_attempts=1, account=ONCE)) for i in ids),
+        return_exceptions=True,
+    )
+    assert all(isinstance(result, ConnectionError) for result in first), first
+    again = SendStart(delivery_id=ids[0], claimed_attempts=1, account=ONCE)
+    assert await starts.started(again) is True

@@ -66,14 +66,15 @@ class SendStarts:
     async def _write(self, group: list[_Waiting]) -> None:
         try:
             marked = await self._mark([start for start, _ in group])
-        except BaseException as error:
-            failure = error if isinstance(error, Exception) else asyncio.CancelledError()
+        except Exception as error:
             for _, future in group:
                 if not future.done():
-                    future.set_exception(failure)
-            if not isinstance(error, Exception):
-                raise
+                    future.set_exception(error)
             return
+        except BaseException:
+            for _, future in group:
+                future.cancel()  # its sender is not sent: the mark's state is unknown
+            raise
         for start, future in group:
             if not future.done():
                 future.set_result(start.delivery_id in marked)
