@@ -7,7 +7,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,6 +28,7 @@ from tidings.cli import (
 
 if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
     import httpx
+    from rich.console import RenderableType
     from rich.progress import TaskID
 
 campaign = new_typer("Campaigns: one notification type sent to a whole audience.")
@@ -301,23 +302,30 @@ def _finished(body: dict[str, Any]) -> int:
 def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any], bool]:
     """Show a live progress bar until the campaign is DONE or CANCELLED; (the last answer,
     whether Ctrl-C stopped it). The bar is the deliveries' (the API's percentDone); the
-    audience's expansion is a labelled count beside it, never a second percentage."""
+    audience's expansion is a labelled count on a line of its own, never a second bar."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+    from rich.text import Text
+
+    class Watch(Progress):
+        def get_renderables(self) -> Iterator[RenderableType]:
+            yield self.make_tasks_table(self.tasks)
+            for task in self.tasks:
+                yield Text(f"users expanded {task.fields['expanded']}")
 
     body = _fetch(url, campaign_id)
     first, started = _finished(body), time.monotonic()
-    progress = Progress(
+    progress = Watch(
         TextColumn("{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=None),  # what the counts leave of the line
         TaskProgressColumn(),
-        TextColumn("deliveries done {task.fields[done]}"),
+        TextColumn("deliveries {task.fields[done]}"),
         TextColumn("sent {task.fields[sent]}"),
         TextColumn("failed {task.fields[failed]}"),
         TextColumn("{task.fields[rate]}/s"),
         TextColumn("ETA {task.fields[eta]}"),
-        TextColumn("users expanded {task.fields[expanded]}"),
         console=screen,
         refresh_per_second=1,
+        expand=True,
     )
 
     def update(task: TaskID, body: dict[str, Any]) -> None:
