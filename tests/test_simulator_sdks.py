@@ -469,14 +469,20 @@ async def test_documented_error_names_are_taken(sim: Simulator) -> None:
     assert sendgrid.status_code == 200 and smtp.status_code == 204
 
 
-def test_a_configuration_naming_an_unknown_error_is_refused(tmp_path: Path) -> None:
-    from tidings.simulator.behaviour import Behaviour
+@pytest.mark.parametrize(
+    ("behaviours", "named"),
+    [
+        ({"twilio": {"errors": {"500": 0.4}}}, r"behaviours\.twilio\.errors"),
+        ({"sendgird": {"down": True}}, r"behaviours\.sendgird: no such provider"),
+    ],
+)
+def test_a_configuration_naming_an_unknown_error_is_refused(
+    behaviours: dict[str, Any], named: str
+) -> None:
+    from pydantic import ValidationError
 
-    config = SimulatorConfig(
-        credentials_dir=tmp_path, behaviours={"twilio": Behaviour(errors={"500": 0.4})}
-    )
-    with pytest.raises(ValueError, match=r"behaviours\.twilio\.errors"):
-        Simulator(config)
+    with pytest.raises(ValidationError, match=named):
+        SimulatorConfig.model_validate({"behaviours": behaviours})
 
 
 async def test_apns_sandbox_is_the_host_a_request_names(sim: Simulator) -> None:

@@ -48,7 +48,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.selfsigned import self_signed
-from tidings.simulator.server import HTTP_PROVIDERS, SERVERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, SERVERS
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
@@ -164,7 +164,7 @@ class ConnectionToken:
 class ApnsSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state("apns")
-        self.state.error_names = ErrorNames(frozenset(STATUS))
+        self.state.error_names = ERROR_NAMES
         push = sim.config.push
         self.team_id = push.apns_team_id
         self.key_id = push.apns_key_id
@@ -610,5 +610,8 @@ def _tls_listener(sim: Simulator) -> TlsListener:
     return apns.tls
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(STATUS))
+KNOWN_ERRORS["apns"] = ERROR_NAMES
 HTTP_PROVIDERS["apns"] = ApnsSimulator
 SERVERS["apns"] = _tls_listener

@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.keys import rsa_key
-from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
@@ -95,9 +95,7 @@ class Grant:
 class FcmSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state("fcm")
-        self.state.error_names = ErrorNames(
-            frozenset(ERRORS), r"INVALID_ARGUMENT:[\w.\[\]]+", "INVALID_ARGUMENT:<field>"
-        )
+        self.state.error_names = ERROR_NAMES
         self.project_id = sim.config.push.fcm_project_id
         self.lifetime = sim.config.push.fcm_token_lifetime
         self.apple_token_prefix = sim.config.push.fcm_apple_token_prefix
@@ -431,4 +429,9 @@ def _url_of(request: Request) -> str:
     return f"{url.scheme}://{url.netloc}{url.path}"
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(
+    frozenset(ERRORS), r"INVALID_ARGUMENT:[\w.\[\]]+", "INVALID_ARGUMENT:<field>"
+)
+KNOWN_ERRORS["fcm"] = ERROR_NAMES
 HTTP_PROVIDERS["fcm"] = FcmSimulator

@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator import form_data
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.mailgun_events import MailgunEvents
-from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "mailgun"
 MAX_BODY = 25 * 1024 * 1024  # Mailgun's limit for a message, attachments included
@@ -59,9 +59,7 @@ ERRORS: dict[str, tuple[int, dict[str, Any] | str]] = {
 class MailgunSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(
-            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
-        )
+        self.state.error_names = ERROR_NAMES
         config = sim.config
         self.api_key = config.mailgun_api_key
         self.domains = {domain.lower() for domain in config.mailgun_domains}
@@ -157,4 +155,7 @@ def _is_email(value: str) -> bool:
     return _EMAIL.fullmatch(value) is not None
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599")
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = MailgunSimulator

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.postmark_events import PostmarkEvents
-from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "postmark"
 TOKEN_HEADER = "x-postmark-server-token"
@@ -93,11 +93,7 @@ def error_response(code: int, to: str = "", sender: str = "", message: str = "")
 class PostmarkSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(
-            frozenset(map(str, ERRORS)) | frozenset(HTTP_ERRORS),
-            r"\d{1,4}",
-            "any other Postmark API error code (a number: ErrorCode, HTTP 422)",
-        )
+        self.state.error_names = ERROR_NAMES
         config = sim.config
         self.token = config.postmark_server_token
         self.senders = {sender.lower() for sender in config.postmark_senders}
@@ -213,4 +209,11 @@ def _http(status: int, text: str) -> Response:
     return PlainTextResponse(text, status_code=status)
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(
+    frozenset(map(str, ERRORS)) | frozenset(HTTP_ERRORS),
+    r"\d{1,4}",
+    "any other Postmark API error code (a number: ErrorCode, HTTP 422)",
+)
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = PostmarkSimulator

@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.sendgrid_events import EventWebhook
-from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
@@ -63,9 +63,7 @@ ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 class SendGridSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state("sendgrid")
-        self.state.error_names = ErrorNames(
-            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
-        )
+        self.state.error_names = ERROR_NAMES
         self.api_key = sim.config.sendgrid_api_key
         self._window = 0
         self._window_requests = 0
@@ -312,4 +310,7 @@ def _is_email(value: Any) -> bool:
     return isinstance(value, str) and _EMAIL.fullmatch(value) is not None
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599")
+KNOWN_ERRORS["sendgrid"] = ERROR_NAMES
 HTTP_PROVIDERS["sendgrid"] = SendGridSimulator

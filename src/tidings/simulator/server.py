@@ -21,13 +21,13 @@ from typing import Any, Literal, Protocol
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as HypercornConfig
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.simulator.behaviour import Behaviour, ProviderState
+from tidings.simulator.behaviour import Behaviour, ErrorNames, ProviderState
 from tidings.simulator.push_config import PushConfig
 from tidings.simulator.ses_config import SesConfig
 
@@ -79,6 +79,21 @@ class SimulatorConfig(BaseModel):
     postmark_webhook_url: str | None = None
     postmark_webhook_username: str = "postmark"
     postmark_webhook_password: str = "simulator-postmark-webhook-password"
+
+    @model_validator(mode="after")
+    def _known_behaviours(self) -> SimulatorConfig:
+        """Behaviours of providers the simulator has, naming errors they answer."""
+        from tidings.simulator import providers  # noqa: F401  (registers the providers)
+
+        for name, behaviour in self.behaviours.items():
+            if name not in HTTP_PROVIDERS and name not in SERVERS:
+                known = ", ".join(sorted({*HTTP_PROVIDERS, *SERVERS}))
+                raise ValueError(f"behaviours.{name}: no such provider (known: {known})")
+            names = KNOWN_ERRORS.get(name)
+            unknown = names.unknown(behaviour.errors) if names else []
+            if unknown:
+                raise ValueError(f"behaviours.{name}.errors: unknown error names {unknown}")
+        return self
 
     def mailgun_events_url(self) -> str | None:
         return self.mailgun_webhook_url or self._tidings("/v1/webhooks/mailgun/mailgun-sim")
@@ -138,6 +153,7 @@ ServerFactory = Callable[["Simulator"], SimulatedServer]
 # Filled by the provider modules of this package (see ``tidings.simulator.providers``).
 HTTP_PROVIDERS: dict[str, ProviderFactory] = {}
 SERVERS: dict[str, ServerFactory] = {}
+KNOWN_ERRORS: dict[str, ErrorNames] = {}  # provider -> the error names it answers
 
 
 class Simulator:
@@ -148,10 +164,6 @@ class Simulator:
         self.states: dict[str, ProviderState] = {}
         self.http = {name: make(self) for name, make in HTTP_PROVIDERS.items()}
         self.servers = {name: make(self) for name, make in SERVERS.items()}
-        for state in self.states.values():
-            unknown = state.error_names.unknown(state.behaviour.errors) if state.error_names else []
-            if unknown:
-                raise ValueError(f"behaviours.{state.name}.errors: unknown names {unknown}")
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 from tidings.simulator.ses_auth import Received, SigV4Check
 from tidings.simulator.ses_notifications import SesNotifications
 from tidings.simulator.ses_validation import problem, recipients, sender
@@ -96,9 +96,7 @@ class SesAccountPatch(BaseModel):
 class SesSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state("ses")
-        self.state.error_names = ErrorNames(
-            frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599"
-        )
+        self.state.error_names = ERROR_NAMES
         config = sim.config.ses
         self.auth = SigV4Check(
             access_key_id=config.access_key_id,
@@ -249,4 +247,7 @@ def _request_id() -> dict[str, str]:
     return {"x-amzn-RequestId": str(uuid.uuid4())}
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(ERRORS), r"[45]\d\d", "any HTTP status from 400 to 599")
+KNOWN_ERRORS["ses"] = ERROR_NAMES
 HTTP_PROVIDERS["ses"] = SesSimulator

@@ -34,7 +34,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, sy
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.dsn_mailer import DsnMailer
 from tidings.simulator.selfsigned import self_signed
-from tidings.simulator.server import SERVERS
+from tidings.simulator.server import KNOWN_ERRORS, SERVERS
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator
@@ -238,9 +238,7 @@ class SmtpServer:
     def __init__(self, sim: Simulator) -> None:
         config = sim.config
         self.state = sim.new_state("smtp")
-        self.state.error_names = ErrorNames(
-            frozenset(REPLIES), _ENHANCED.pattern, "any enhanced status code 4.y.z or 5.y.z"
-        )
+        self.state.error_names = ERROR_NAMES
         self.host = config.host
         self.port = config.smtp_port
         self.tls = config.smtp_tls
@@ -299,4 +297,9 @@ class SmtpServer:
         self._server = None
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(
+    frozenset(REPLIES), _ENHANCED.pattern, "any enhanced status code 4.y.z or 5.y.z"
+)
+KNOWN_ERRORS["smtp"] = ERROR_NAMES
 SERVERS["smtp"] = SmtpServer

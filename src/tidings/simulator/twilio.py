@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 from tidings.simulator.twilio_reports import TwilioReports
 
 NAME = "twilio"
@@ -95,11 +95,7 @@ def num_segments(body: str) -> int:
 class SimulatedTwilio:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(
-            frozenset(map(str, ERRORS)),
-            r"[1-9]\d{4}",
-            "any other Twilio error code (five digits, e.g. 20500, 30003)",
-        )
+        self.state.error_names = ERROR_NAMES
         config = sim.config
         self.account_sid = config.twilio_account_sid
         self.auth_token = config.twilio_auth_token
@@ -266,4 +262,11 @@ def _refusal(admission: str, to: str) -> Response:
     return error_response(code, to)
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(
+    frozenset(map(str, ERRORS)),
+    r"[1-9]\d{4}",
+    "any other Twilio error code (five digits, e.g. 20500, 30003)",
+)
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = SimulatedTwilio

@@ -33,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.keys import rsa_key
-from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 from tidings.simulator.vonage_reports import VonageReports
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def problem(name: str, invalid: list[dict[str, str]] | None = None) -> JSONRespo
 class VonageSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(frozenset(PROBLEMS) | {"invalid_number"})
+        self.state.error_names = ERROR_NAMES
         config = sim.config
         self._sim = sim
         self.api_key = config.vonage_api_key
@@ -248,4 +248,7 @@ def _refusal(admission: str, to: str) -> Response:
     return problem(admission)
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(PROBLEMS) | {"invalid_number"})
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = VonageSimulator

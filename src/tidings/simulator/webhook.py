@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.server import HTTP_PROVIDERS, Simulator
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "webhook"
 RETRY_AFTER_SECONDS = "1"
@@ -35,9 +35,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 class SimulatedWebhookReceiver:
     def __init__(self, sim: Simulator) -> None:
         self.state: ProviderState = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(
-            frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599"
-        )
+        self.state.error_names = ERROR_NAMES
         self.secret = sim.config.webhook_secret  # the account's: never verifies by itself
 
     def routes(self) -> list[BaseRoute]:
@@ -140,4 +138,7 @@ def _status(status: int) -> Response:
     return JSONResponse({"error": f"scripted {status}"}, status_code=status, headers=headers)
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599")
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = SimulatedWebhookReceiver

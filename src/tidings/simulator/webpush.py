@@ -33,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
-from tidings.simulator.server import HTTP_PROVIDERS
+from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 from tidings.simulator.webpush_crypto import (
     Refused,
     b64url,
@@ -87,9 +87,7 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
 class WebPushSimulator:
     def __init__(self, sim: Simulator) -> None:
         self.state = sim.new_state(NAME)
-        self.state.error_names = ErrorNames(
-            frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599"
-        )
+        self.state.error_names = ERROR_NAMES
         self._sim = sim
         self.vapid_subject = sim.config.webpush_vapid_subject
         self._vapid = ec.generate_private_key(ec.SECP256R1())
@@ -246,4 +244,7 @@ def _refusal(admission: str) -> Response:
     return error(status, f"scripted {admission}", headers)
 
 
+# The error names this provider answers as documented (the control API refuses others).
+ERROR_NAMES = ErrorNames(frozenset(), r"[45]\d\d", "any HTTP status from 400 to 599")
+KNOWN_ERRORS[NAME] = ERROR_NAMES
 HTTP_PROVIDERS[NAME] = WebPushSimulator
