@@ -491,3 +491,32 @@ async def test_an_event_that_outruns_its_send_waits_for_its_account(
     assert await state(db, "early@example.com") == ("BOUNCED", ["bounced"], "hard_bounce")
     assert await state(db, "forged@example.com") == ("SENT", [], None)
     assert await tracking.settle_early(db, utcnow()) == 0  # dropped, not kept
+
+
+async def test_many_waiting_events_never_hide_a_ready_one(
+    sending: tuple[Service, dict[str, Any]],
+) -> None:
+    """An account may name, many times over, a delivery that stays in progress (deferred
+    for hours): those events wait, and a round still applies the one whose send is done."""
+    service, claimed = sending
+    db, now = service.db, utcnow()
+    stuck, early = claimed["forged@example.com"], claimed["early@example.com"]
+    flood = [Tracked(DeliveryKey(stuck.id, None), "opened", now, f"flood-{i}") for i in range(1001)]
+    await tracking.apply(db, "pm-b", "email", flood, now)
+    bounced = Tracked(
+        DeliveryKey(early.id, None), "bounced", now, "real", Status.BOUNCED, "hard_bounce"
+    )
+    await tracking.apply(db, "pm-a", "email", [bounced], now)
+    done = Outcome(
+        delivery_id=early.id,
+        claimed_attempts=early.attempts,
+        status=Status.SENT,
+        attempts=early.attempts,
+        provider="pm-a",
+        sent_at=now,
+    )
+    await write_outcomes(db, [done], utcnow())
+
+    assert await tracking.settle_early(db, utcnow()) == 1
+    assert await state(db, "early@example.com") == ("BOUNCED", ["bounced"], "hard_bounce")
+    assert await state(db, "forged@example.com") == ("SENDING", [], None)

@@ -326,13 +326,25 @@ async def settle_early(db: Database, now: datetime) -> int:
     """Apply the statuses that outran their send, now that it is recorded; the applied.
     Those whose delivery ended otherwise, or waited over a day, are dropped, and so are the
     waiting events whose delivery went out through another account."""
-    query = sa.select(
-        early_status,
-        delivery.c.status.label("current"),
-        delivery.c.provider.label("account"),
-        delivery.c.channel,
-        delivery.c.address,
-    ).join(delivery, delivery.c.id == early_status.c.delivery_id, isouter=True)
+    query = (
+        sa.select(
+            early_status,
+            delivery.c.status.label("current"),
+            delivery.c.provider.label("account"),
+            delivery.c.channel,
+            delivery.c.address,
+        )
+        .join(delivery, delivery.c.id == early_status.c.delivery_id, isouter=True)
+        # Only rows with something to do: however many still wait (events naming deliveries
+        # deferred for hours, forged or not), they never hide the ready ones from a round.
+        .where(
+            sa.or_(
+                delivery.c.status.is_(None),
+                delivery.c.status.not_in(_IN_PROGRESS),
+                early_status.c.at < now - _EARLY_FOR,
+            )
+        )
+    )
     async with db.engine.begin() as conn:
         rows = (await conn.execute(query.limit(1000))).all()
         ready = [r for r in rows if r.current not in _IN_PROGRESS]
