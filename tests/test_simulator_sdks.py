@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from tests.helpers import eventually
 from tidings.simulator.apns import ApnsSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 
@@ -77,6 +78,13 @@ async def test_twilio_creates_then_fetches_a_message(sim: Simulator) -> None:
     assert fetched.sid == created.sid
     assert fetched.to == "+14155550123" and fetched.body == "Code 1234"
     assert fetched.status in ("queued", "delivered")
+
+    async def delivered() -> Any:
+        now = await blocking(lambda: client.messages(created.sid).fetch())
+        return now if now.status == "delivered" else None
+
+    settled = await eventually(delivered)  # after its report, as Twilio's callbacks said
+    assert settled.error_code is None and settled.date_sent is not None
 
 
 async def test_twilio_fetch_of_an_unknown_message_is_its_404(sim: Simulator) -> None:
