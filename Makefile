@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-kafka-backlog bench-engagement format faults
+.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-kafka-backlog bench-crash bench-engagement format faults
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -48,6 +48,11 @@ bench-kafka-backlog:  ## a 20,000-row LOW backlog at a 30/s share through the Ka
 	scripts/venv.sh
 	scripts/services.sh
 	.venv/bin/python -m bench.kafka_backlog
+
+bench-crash:  ## sends repeated per SIGKILL of tidings serve, email and SMS, 10 kills per row (several minutes); writes its section of docs/benchmarks.md
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/python -m bench.crash_repeats
 
 bench-engagement:  ## the open pixel and click redirect against /healthz (a minute); writes its section of docs/benchmarks.md
 	scripts/venv.sh
