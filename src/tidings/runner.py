@@ -34,8 +34,8 @@ from tidings.providers.chains import ProviderSet
 from tidings.providers.smtp import bounce_accounts
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
-from tidings.startup import wait_for_database
 from tidings.store import api_keys
+from tidings.store.db_wait import wait_for_database
 from tidings.store.engine import Database
 from tidings.store.migrate import pending_upgrade, upgrade
 from tidings.store.partitions import ensure_partitions
