@@ -24,7 +24,6 @@ from tidings.priorities import Priority
 from tidings.states import Status
 from tidings.store import partitions
 from tidings.store.engine import Database, connect
-from tidings.store.migrate import head_revision
 from tidings.store.intake import (
     Accepted,
     DeliveryDraft,
@@ -32,6 +31,7 @@ from tidings.store.intake import (
     NotificationDraft,
     accept,
 )
+from tidings.store.migrate import head_revision
 from tidings.store.partitions import (
     day_bound,
     enable_partitions,

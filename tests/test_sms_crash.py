@@ -106,8 +106,8 @@ async def test_sms_are_sent_at_most_once_through_ten_sigkills(
                 for kill in range(KILLS):
                     sent_before = len(received)
 
-                    async def sending(before: int = sent_before) -> bool:
-                        assert serving.is_running(), serving.log_tail()
+                    async def sending(before: int = sent_before, process: Any = serving) -> bool:
+                        assert process.is_running(), process.log_tail()
                         return len(received) > before
 
                     await _until(sending, 30, f"sends before kill {kill + 1}")
