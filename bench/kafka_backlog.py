@@ -161,14 +161,14 @@ def section(figures: Figures, load: str) -> str:
     table = "\n".join(
         "| " + " | ".join(cells) + " |" for cells in (header, ["---"] * len(header), row)
     )
+    work = figures.rows / low
     return f"""## Kafka transport: a LOW backlog longer than the queue lease
 
-`python -m bench.kafka_backlog` (`make bench-kafka-backlog`): {figures.rows:,} due LOW
-emails, one relay and one worker in one process, a fresh tansu broker, an account of
-{figures.rate:g}/s of which LOW has {low:g}/s, the queue lease {figures.lease:g} s: the
-backlog is {figures.rows / low:.0f} s of work, {figures.rows / low / figures.lease:.1f}
-leases. The relay keeps what the worker drains in half a lease in the topic
-(transport/pacing.py).
+`python -m bench.kafka_backlog` (`make bench-kafka-backlog`): {figures.rows:,} due LOW emails,
+one relay and one worker in one process, a fresh tansu broker, an account of {figures.rate:g}/s
+of which LOW has {low:g}/s, a queue lease of {figures.lease:g} s.
+The backlog is {work:.0f} s of work, {work / figures.lease:.1f} queue leases.
+The relay keeps what the worker drains in half a lease in the topic (transport/pacing.py).
 
 {table}
 
