@@ -107,10 +107,20 @@ async def stall_is_reported_then_cleared(
         assert lane.progress.restarts >= 1 and lane.progress.sends == COUNT
         assert lane.progress.stalled_since is None
         assert (await client.get("/readyz")).status_code == 200
+        await eventually(lambda: reported_low(client, lane.progress.restarts), within=20)
     finally:
         released.set()
         stop.set()
         await asyncio.wait_for(running, timeout=60)
+
+
+async def reported_low(client: httpx.AsyncClient, restarts: int) -> bool:
+    """GET /v1/providers shows the LOW lane's restarts and sends in its lanes section."""
+    answer = await client.get("/v1/providers")
+    assert answer.status_code == 200, answer.text
+    lanes = [lane for d in answer.json()["lanes"] for lane in d["lanes"]]
+    low = [lane for lane in lanes if lane["priority"] == "low"]
+    return any(lane["restarts"] == restarts and lane["sends"] == COUNT for lane in low)
 
 
 @ON_POSTGRES

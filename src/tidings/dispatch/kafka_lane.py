@@ -139,6 +139,7 @@ class KafkaLane:
                 await self.pipeline.drain(self.grace)
                 await self.commit(consumer, wait=END_COMMIT_SECONDS)
                 self.offsets = OffsetTracker()  # the next consumer starts from the commits
+                self.progress.assigned = 0
                 await _stop_quietly(consumer)
             return
 
@@ -199,7 +200,9 @@ class KafkaLane:
 
     async def _step(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         """Read what the topics have slots and tokens for; pause the others."""
-        partitions = _by_topic(consumer.assignment())
+        assignment = consumer.assignment()
+        self.progress.assigned = len(assignment)
+        partitions = _by_topic(assignment)
         budgets: dict[str, int] = {}
         for topic, channel in self.topics.items():
             parts = partitions.get(topic)

@@ -42,6 +42,9 @@ class LaneProgress:
     outcomes: int = 0
     sends: int = 0
     restarts: int = 0
+    # Kafka: the partitions the lane's consumer holds now (None: a direct lane). A stalled
+    # lane holding none is waiting on its consumer group at the broker.
+    assigned: int | None = None
     last_success_at: float | None = None  # wall time of the last send
     stalled_since: float | None = None  # wall time; None while the lane moves
     _moved: float = field(default=0.0, repr=False)
@@ -116,6 +119,7 @@ class LaneProgress:
             "lastSuccessAt": self.last_success_at,
             "idleSeconds": round(self.idle_for(), 1),
             "stalledSince": self.stalled_since,
+            "assignedPartitions": self.assigned,
         }
 
 
@@ -207,10 +211,11 @@ class LaneWatch:
                 self.progress.idle()
                 continue
             log.error(
-                "%s lane (%s) stalled: work is due and nothing moved for %.0f s; restarting it",
+                "%s lane (%s) stalled: work is due and nothing moved for %.0f s%s; restarting it",
                 self.progress.priority,
                 self.progress.transport,
                 self.progress.idle_for(),
+                " (its consumer holds no partition)" if self.progress.assigned == 0 else "",
             )
             first = max(self.stall_seconds, self.min_restart_seconds)
             self._patience = min(MAX_PATIENCE_SECONDS, 2 * self._patience) if restarted else first
