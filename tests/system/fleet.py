@@ -147,7 +147,7 @@ class Report:
 
 @dataclass
 class FaultFleet:
-    """``mode``: "kafka" (api, relays, workers) or "direct" (api, dispatchers)."""
+    """``mode``: "kafka" (api, relays, workers) or "direct" (api, serve, dispatch)."""
 
     mode: str
     database_url: str  # PostgreSQL itself; the processes reach it through the proxy
@@ -168,6 +168,7 @@ class FaultFleet:
         self.redis = OwnRedis(self.workdir / "redis.log")
         self.broker = Broker(self.workdir / "tansu.log") if self.mode == "kafka" else None
         self.api_port = free_port()
+        self.serve_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
         proxied = target.set(host="127.0.0.1", port=self.proxy.port)
         self.runner = TidingsProcesses(self._env(proxied.render_as_string(False)), self.workdir)
@@ -226,8 +227,9 @@ class FaultFleet:
     def _start(self, name: str) -> None:
         role = name.rsplit("-", 1)[0]
         args = [role]
-        if role == "api":
-            args += ["--host", "127.0.0.1", "--port", str(self.api_port)]
+        if role in ("api", "serve"):  # the load goes to the API alone; serve's API idles
+            port = self.api_port if role == "api" else self.serve_port
+            args += ["--host", "127.0.0.1", "--port", str(port)]
         self.processes[name] = self.runner.start(name, args)
 
     # --- faults ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class Fault:
 
 # The processes of each mode: role -> how many.
 KAFKA_ROLES = {"api": 1, "relay": 2, "worker": 2}
-DIRECT_ROLES = {"api": 1, "dispatch": 2}
+DIRECT_ROLES = {"api": 1, "serve": 1, "dispatch": 1}  # serve: an API and a dispatcher
 
 
 def names(roles: dict[str, int]) -> list[str]:

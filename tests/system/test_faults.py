@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.system.fleet import KEY, FaultFleet, run_schedule
-from tests.system.schedules import KAFKA_ROLES, Kind, names, random_schedule, trial_schedule
+from tests.system.schedules import (
+    DIRECT_ROLES,
+    KAFKA_ROLES,
+    Kind,
+    names,
+    random_schedule,
+    trial_schedule,
+)
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
 
@@ -48,7 +55,8 @@ def test_a_seed_draws_one_schedule_that_kills_every_process() -> None:
     assert killed == set(names(KAFKA_ROLES))
     assert {Kind.BROKER, Kind.REDIS, Kind.POSTGRES} <= {fault.kind for fault in first}
     assert all(0 < fault.at <= 60 for fault in first)
-    direct = random_schedule(7, 60, {"api": 1, "dispatch": 2}, kafka=False, faults=30)
+    direct = random_schedule(7, 60, DIRECT_ROLES, kafka=False, faults=30)
+    assert {"api-0", "serve-0", "dispatch-0"} <= {fault.target for fault in direct}
     assert Kind.BROKER not in {fault.kind for fault in direct}
 
 
