@@ -200,8 +200,10 @@ class Dispatcher:
         states = breaker.snapshot()
         shared = self.coordination.snapshot()
         guards = self.protection.guard.snapshot(states)
+        lanes = [lane.progress.snapshot() for lane in self.lanes]
         for account, state in states.items():
             state["coordination"] = shared
+            state["lanes"] = lanes  # each lane's progress (dispatch/progress.py)
             state["deactivationGuard"] = guards[account]
         await provider_state.report(self.service.db, self.id, states, utcnow())
 

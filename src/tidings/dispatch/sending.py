@@ -32,6 +32,7 @@ from tidings.dispatch.attempt import (
 from tidings.dispatch.deactivation_guard import HELD
 from tidings.dispatch.guard_outcomes import held, judged
 from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.progress import LaneProgress
 from tidings.dispatch.protection import Protection
 from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
 from tidings.dispatch.send_checks import Checked, SendTimeChecks
@@ -79,6 +80,8 @@ class SendPipeline:
         self.context = context
         self._tasks: dict[asyncio.Task[None], str] = {}  # each send's channel
         self.slot_freed = asyncio.Event()
+        # What the lane did, for its stall watch and reports (dispatch/progress.py).
+        self.progress = LaneProgress(priority.value, "direct")
         # Deliveries whose at-most-once provider call has started (its mark is written).
         self._started: set[uuid.UUID] = set()
 
@@ -143,6 +146,7 @@ class SendPipeline:
     def _put(self, delivery: ClaimedDelivery | None, outcome: Outcome) -> None:
         """To the writer, counted on the way (dispatch/observed.py)."""
         self.context.writer.put(outcome)
+        self.progress.outcome(outcome.status is Status.SENT)
         if delivery is not None:
             observed.outcome(delivery, outcome)
             _log_outcome(delivery, outcome)
@@ -192,6 +196,7 @@ class SendPipeline:
             for delivery in send:
                 self.context.writer.put(released(delivery, utcnow(), "platforms unknown"))
             return []
+        self.progress.asked(len(send))
         admission = await self.context.protection.admit(send, self.priority, platforms)
         now = utcnow()
         for delivery, wait in admission.defer:
