@@ -32,6 +32,21 @@ def free_port() -> int:
         return port
 
 
+def run_cli(
+    *args: str, cwd: Path, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """One `tidings` command in a child process, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "tidings", *args],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def tidings_env(**settings: object) -> dict[str, str]:
     """This process's environment without any ``TIDINGS_*`` variable, plus ``settings`` as
     ``TIDINGS_<NAME>`` (dicts and lists as JSON, which pydantic-settings parses)."""

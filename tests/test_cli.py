@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -12,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.helpers import eventually
-from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 
 COMMANDS = [
@@ -48,18 +46,6 @@ def test_top_level_help_lists_the_commands() -> None:
     assert result.exit_code == 0
     for command in COMMANDS:
         assert command in result.output
-
-
-def run_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidings", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_migrate_creates_the_default_sqlite_database(tmp_path: Path) -> None:

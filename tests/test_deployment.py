@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
 from tidings.cli import app
 from tidings.settings import Settings
 
@@ -106,25 +106,11 @@ def test_the_api_on_every_interface_starts_with_a_key_made_first(tmp_path: Path)
         "condition": "service_completed_successfully"
     }
     env = tidings_env(database_url=f"sqlite:///{tmp_path / 'fleet.db'}")
-    migrated = run_tidings(["migrate"], tmp_path, env)
+    migrated = run_cli("migrate", cwd=tmp_path, env=env)
     assert migrated.returncode == 0, migrated.stderr
-    first = run_tidings(services["first-key"]["command"], tmp_path, env)
+    first = run_cli(*services["first-key"]["command"], cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.startswith("tdk_"), first.stdout
-    again = run_tidings(services["first-key"]["command"], tmp_path, env)
+    again = run_cli(*services["first-key"]["command"], cwd=tmp_path, env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "tdk_" not in again.stdout and "none created" in again.stderr
-
-
-def run_tidings(
-    args: list[str], cwd: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidings", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )

@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from tests.conftest import pg_admin, pg_url, run_blocking
-from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
+from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
 from tests.test_dashboard import chromium_or_skip
 from tidings.api.auth import Scope
 from tidings.cli import error_text
@@ -63,18 +63,6 @@ def test_a_401_tells_the_cli_user_to_set_tidings_api_key(
     refused = {"error": {"code": "unauthorized", "message": "Authorization: Bearer <key>"}}
     text = error_text(httpx.Response(401, json=refused))
     assert "TIDINGS_API_KEY" in text and "Bearer" not in text, text
-
-
-def run_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tidings", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def revision_of(url: str) -> str | None:
