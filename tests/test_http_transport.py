@@ -1,4 +1,4 @@
-"""The provider accounts' HTTP/1.1 transport (providers/http_transport.py) against a raw
+"""The provider accounts' HTTP/1.1 transport (providers/_http.py) against a raw
 socket server: connections kept and bounded, and each failure reported in the phase it
 happened, since that phase decides whether a request may have been sent."""
 
@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from tests.processes import free_port
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
+from tidings.providers._http import no_answer, pooled_client
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
 from tidings.providers.fcm import DELIVERY_ID_KEY, FcmAccount, FcmProvider
-from tidings.providers.retry_after import parse_retry_after
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.states import Effect

@@ -30,12 +30,12 @@ from tidings.dispatch.dispatcher import Dispatcher
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, PoisonError, TransientError
 from tidings.providers.vonage import VonageAccount, VonageProvider
-from tidings.providers.vonage_auth import ApplicationJwt
+from tidings.providers.vonage.auth import ApplicationJwt
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.vonage import VonageSimulator
-from tidings.simulator.vonage_reports import sign
+from tidings.simulator.vonage.reports import sign
 from tidings.states import Effect
 
 TO = "+447700900123"

@@ -24,10 +24,10 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_simulator_imports_nothing_of_tidings_but_itself() -> None:
-    modules = sorted(SIMULATOR.glob("*.py"))
+    modules = sorted(SIMULATOR.rglob("*.py"))
     assert len(modules) > 10
     foreign = {
-        f"{path.name}: {module}"
+        f"{path.relative_to(SIMULATOR)}: {module}"
         for path in modules
         for module in imported_modules(path)
         if (module == "tidings" or module.startswith("tidings."))

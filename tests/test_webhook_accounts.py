@@ -46,7 +46,7 @@ from tidings.service import Service
 from tidings.simulator.mailgun_events import signature as mailgun_signature
 from tidings.simulator.server import Simulator
 from tidings.simulator.ses import SesSimulator
-from tidings.simulator.vonage_reports import sign as vonage_sign
+from tidings.simulator.vonage.reports import sign as vonage_sign
 from tidings.states import Status
 from tidings.store import tracking
 from tidings.store.claims import claim_due

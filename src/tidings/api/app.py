@@ -19,6 +19,7 @@ from tidings.api.body_limit import BodySizeLimit
 from tidings.api.key_first import KeyFirst
 from tidings.api.request_id import RequestId
 from tidings.api.routes import (
+    callbacks,
     campaigns,
     dashboard,
     deadletters,
@@ -38,7 +39,6 @@ from tidings.api.routes import (
     templates,
     topics,
     unsubscribe,
-    vonage_webhooks,
     webhook_endpoints,
     webhooks,
 )
@@ -67,9 +67,10 @@ ROUTERS = (
     unsubscribe.router,
     engagement.router,
     webhooks.router,
-    vonage_webhooks.router,
     email_webhooks.router,
     ses_webhooks.router,
+    # After the routes above: /{kind}/{account} would match their paths too.
+    callbacks.router,
     health.router,
     metrics.router,
     dashboard.router,

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from pydantic import SecretStr, model_validator
 
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
@@ -36,7 +37,6 @@ from tidings.providers.push_http import (
     json_body,
     post,
 )
-from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096

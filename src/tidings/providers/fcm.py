@@ -17,6 +17,7 @@ import httpx
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
@@ -35,7 +36,6 @@ from tidings.providers.push_http import (
     json_body,
     post,
 )
-from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096

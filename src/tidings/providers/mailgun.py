@@ -25,6 +25,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
+from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
     Message,
@@ -35,9 +37,6 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
-from tidings.providers.retry_after import parse_retry_after
 
 # The custom variable naming the delivery (``v:`` on the request, ``user-variables`` after).
 DELIVERY_VARIABLE = "tidings_delivery_id"

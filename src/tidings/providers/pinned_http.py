@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
+from tidings.providers._http import no_answer
 from tidings.providers.base import PermanentError, TransientError
-from tidings.providers.http_errors import no_answer
 from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses, url_problem
 
 MAX_RESPONSE_BYTES = 64 * 1024

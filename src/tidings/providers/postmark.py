@@ -20,6 +20,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
     Message,
@@ -30,9 +32,6 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.email_api import copies, custom_headers, recipient, require_content, sender
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
-from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 TOKEN_HEADER = "X-Postmark-Server-Token"

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from tidings.priorities import Priority
+from tidings.providers._http import no_answer
 from tidings.providers.base import TransientError
-from tidings.providers.http_errors import no_answer
 
 APNS_COLLAPSE_ID_LIMIT = 64  # bytes (Apple: longer is 400 BadCollapseId)
 

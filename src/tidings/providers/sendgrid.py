@@ -24,6 +24,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import SecretStr, field_validator
 
+from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
     Message,
@@ -34,9 +36,6 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.email_api import require_content
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
-from tidings.providers.retry_after import parse_retry_after
 from tidings.tracking.sendgrid_webhook import load_public_key
 
 # Seconds before retrying after a credentials error (configuration, fixed by an operator).

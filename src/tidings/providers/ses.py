@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
+from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.aws_sigv4 import Credentials, Scope, sign
 from tidings.providers.base import (
@@ -35,10 +37,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
 from tidings.providers.mime import wire_address
-from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.ses_content import send_email_body
 
 SEND_PATH = "/v2/email/outbound-emails"

@@ -13,6 +13,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
+from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
@@ -22,9 +24,6 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.http_errors import no_answer
-from tidings.providers.http_transport import pooled_client
-from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 MAX_BODY_CHARS = 1600

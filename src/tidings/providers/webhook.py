@@ -21,6 +21,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
+from tidings.providers._http import pooled_client
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import (
     Message,
@@ -29,8 +31,6 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.http_transport import pooled_client
-from tidings.providers.retry_after import parse_retry_after
 from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses, url_problem
 from tidings.states import Effect
 from tidings.tracking import standard_webhooks

@@ -23,6 +23,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from tidings.priorities import Priority
 from tidings.providers import pinned_http, webpush_crypto, webpush_subscription
+from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
@@ -33,7 +34,6 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.push_http import CONFIG_RETRY_AFTER, compact_json
-from tidings.providers.retry_after import parse_retry_after
 from tidings.states import Effect
 
 # RFC 8030: a push service must take 4096 bytes of (encrypted) payload; more may be

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 connections of the provider accounts: httpx's client on aiohttp's pool.
+"""The provider accounts' HTTP: httpx's client on aiohttp's pool, and what no answer means.
 
 The adapters speak httpx (requests, responses, errors); the connections underneath are
 aiohttp's. httpcore's pool walks every connection it holds on each request and each
@@ -7,7 +7,7 @@ sending 200 at a time to hide a provider's latency) it spent about 8 ms of CPU p
 a ceiling near 120 sends a second per process; aiohttp's pool keeps free connections in a
 queue, and the same requests cost under 1 ms (docs/benchmarks.md, the provider HTTP notes).
 
-aiohttp's errors become the httpx errors of the same phase, because ``http_errors.no_answer``
+aiohttp's errors become the httpx errors of the same phase, because ``no_answer`` (below)
 decides from the phase whether a request may have reached the provider: a connection that
 was never made (or never handed out) is ``ConnectError``/``ConnectTimeout``, and everything
 after that is ambiguous (``ReadTimeout``, ``ReadError``, ``RemoteProtocolError``). aiohttp
@@ -15,6 +15,14 @@ does not say whether a reset came while writing or reading, so a reset counts as
 an at-most-once account fails it rather than risk a second send.
 
 HTTP/2 clients (APNs, FCM) keep httpx's own transport: they multiplex over one connection.
+
+What an adapter says when no answer came (``no_answer``): httpx tells the phases apart.
+Connecting (``ConnectError``, ``ConnectTimeout``) or waiting for a pooled connection
+(``PoolTimeout``) fails before a byte of the request left, and a write that failed
+(``WriteError``) left it unfinished: the provider cannot have acted on it. After that
+(``WriteTimeout``, ``ReadTimeout``, a connection reset or closed before the answer), the
+provider may have received and acted on it: the outcome is ambiguous, and an account's
+``on_ambiguous`` decides what follows.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from typing import Any
 import aiohttp
 import httpx
 from yarl import URL
+
+from tidings.providers.base import TransientError
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -146,3 +156,23 @@ def pooled_client(max_connections: int, **client: Any) -> httpx.AsyncClient:
     also keeps proxies from the environment out of the transport."""
     transport = AiohttpTransport(max_connections, trust_env=client.get("trust_env", True))
     return httpx.AsyncClient(transport=transport, **client)
+
+
+# A write that failed outright left the request unfinished: the server cannot act on it.
+_BEFORE_SENDING = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+)
+
+
+def no_answer(provider: str, error: httpx.TransportError) -> TransientError:
+    """The transient error for a request that got no answer, ambiguous unless it never left."""
+    if isinstance(error, _BEFORE_SENDING):
+        return TransientError(f"{provider} unreachable: {type(error).__name__}")
+    return TransientError(
+        f"{provider} did not answer: {type(error).__name__} (perhaps sent)",
+        reason="no_answer",
+        ambiguous=True,
+    )

@@ -1,6 +1,6 @@
-"""What a Vonage message status webhook means for tidings: pure mapping, no I/O.
+"""What a Vonage message status callback means for tidings: pure mapping, no I/O.
 
-The webhook is JSON: ``message_uuid``, ``to``, ``from``, ``timestamp`` (ISO 8601),
+The callback is JSON: ``message_uuid``, ``to``, ``from``, ``timestamp`` (ISO 8601),
 ``status`` and, for a message that did not arrive, ``error`` (``type``, ``title``,
 ``detail``), plus the ``client_ref`` tidings sent: the delivery id. ``delivered`` moves the
 delivery to DELIVERED; ``rejected``, ``undeliverable`` and ``failed`` fail it (the
@@ -9,25 +9,24 @@ provider accepted it, then gave up); ``submitted`` and anything else add nothing
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from tidings.providers._fields import MAX_TEXT, text, uuid_or_none
 from tidings.states import FailureKind, Status
 from tidings.store.tracking import DeliveryKey, Failure, Tracked
 
 FAILED_STATUSES = frozenset({"rejected", "undeliverable", "failed"})
-_MAX_TEXT = 255
 
 
 def vonage_status(event: Mapping[str, Any], now: datetime) -> Tracked | None:
-    """One status webhook; None for statuses that add nothing to what the send recorded."""
-    message_uuid = _text(event.get("message_uuid"))
+    """One status callback; None for statuses that add nothing to what the send recorded."""
+    message_uuid = text(event.get("message_uuid"))
     status = str(event.get("status") or "").lower()
     if not message_uuid or (status != "delivered" and status not in FAILED_STATUSES):
         return None
-    key = DeliveryKey(_uuid(event.get("client_ref")), message_uuid)
+    key = DeliveryKey(uuid_or_none(event.get("client_ref")), message_uuid)
     event_id = f"{message_uuid}:{status}"
     at = _timestamp(event.get("timestamp"), now)
     if status == "delivered":
@@ -50,7 +49,7 @@ def _error_detail(error: Any) -> dict[str, str]:
     if not isinstance(error, Mapping):
         return {}
     found = {"error_code": error.get("title"), "error_detail": error.get("detail")}
-    return {k: str(v)[:_MAX_TEXT] for k, v in found.items() if v not in (None, "")}
+    return {k: str(v)[:MAX_TEXT] for k, v in found.items() if v not in (None, "")}
 
 
 def _timestamp(value: Any, now: datetime) -> datetime:
@@ -62,16 +61,3 @@ def _timestamp(value: Any, now: datetime) -> datetime:
     except ValueError:
         return now
     return parsed if parsed.tzinfo is not None else now
-
-
-def _uuid(value: Any) -> uuid.UUID | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
-
-
-def _text(value: Any) -> str | None:
-    return value[:_MAX_TEXT] if isinstance(value, str) and value else None

@@ -8,7 +8,7 @@ to ``vonage-application.key`` in the credentials directory, with ``application_i
 1000 characters, a ``client_ref`` of at most 100). Answers 202 ``{"message_uuid"}`` or an
 RFC 7807 problem. Like Vonage it has no idempotency key: a repeat is a second SMS, counted
 as a duplicate when it carries the same ``client_ref``. After accepting, it posts signed
-status webhooks (``tidings.simulator.vonage_reports``).
+status webhooks (``reports.py``).
 
 A reading of Vonage's documentation of its own: nothing here comes from tidings' adapter.
 """
@@ -34,7 +34,7 @@ from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.keys import rsa_key
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
-from tidings.simulator.vonage_reports import VonageReports
+from tidings.simulator.vonage.reports import VonageReports
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator

@@ -1,0 +1,13 @@
+"""The receivers of provider callbacks, by the URL's ``{kind}``: a provider with an inbound
+side adds its receiver here, one line (``api/routes/callbacks.py`` routes to it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tidings.providers.receivers import WebhookReceiver
+from tidings.providers.vonage import VonageReceiver
+
+_RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (VonageReceiver(),)
+RECEIVERS: Mapping[str, WebhookReceiver[Any, Any]] = {r.kind: r for r in _RECEIVERS}
