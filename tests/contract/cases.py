@@ -1,0 +1,136 @@
+"""The vocabulary of the provider contract: what one answer of the simulator must become
+(``Raised``), the cases a provider's row of the table fills, and ``NotApplicable``.
+
+Nothing here imports a provider: ``adapters.py`` is the only module of the suite that does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidings.providers.base import ProviderError
+from tidings.states import Effect
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A case that cannot apply to a provider, with the reason (shown as the skip reason)."""
+
+    why: str
+
+
+class Unchecked:
+    """A value the row leaves unchecked (the table says so explicitly, per field)."""
+
+    def __repr__(self) -> str:
+        return "UNCHECKED"
+
+
+UNCHECKED = Unchecked()
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """A retry-after of at least ``seconds`` (an epoch-based reset, or a "long" retry)."""
+
+    seconds: float
+
+    def matches(self, value: float | None) -> bool:
+        return value is not None and value >= self.seconds
+
+
+RetryAfter = float | None | AtLeast | Unchecked
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The error a send must raise: its exact class, reason, retry-after, effect, and a
+    text its message contains (the provider's own words, when they matter)."""
+
+    kind: type[ProviderError]
+    reason: str | Unchecked
+    retry_after: RetryAfter = UNCHECKED
+    effect: Effect | None = None
+    says: str | None = None
+
+    def check(self, error: ProviderError) -> None:
+        assert type(error) is self.kind, f"{type(error).__name__}: {error}"
+        if not isinstance(self.reason, Unchecked):
+            assert error.reason == self.reason, error
+        if isinstance(self.retry_after, AtLeast):
+            assert self.retry_after.matches(error.retry_after), error.retry_after
+        elif not isinstance(self.retry_after, Unchecked):
+            assert error.retry_after == self.retry_after, error.retry_after
+        assert error.effect is self.effect, error.effect
+        if self.says is not None:
+            assert self.says in str(error), str(error)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer the simulator is told to give (its documented error name), and the error
+    the adapter's error table makes of it."""
+
+    script: str
+    raised: Raised
+
+
+@dataclass(frozen=True)
+class Misconfigured:
+    """An account the provider refuses (our configuration, not the message): the settings
+    changed from the working account (a function of the simulator when they need it)."""
+
+    id: str
+    changes: dict[str, Any] | Callable[[Any], dict[str, Any]]
+    raised: Raised
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One delivery sent twice: the provider has no idempotency key, so the simulator gets
+    both (and knows the second as a repeat by the delivery id it carries); ``same_id``:
+    the provider's message id is the delivery id (APNs' apns-id, the webhook id)."""
+
+    same_id: bool = False
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """No answer in time (the simulator answers late): a transient error, ambiguous
+    (``no_answer``) when the request may have been acted on; the account then retries or
+    fails (at most once). ``marked=False``: the adapter does not mark it ambiguous (the row
+    says why)."""
+
+    on_ambiguous: str
+    marked: bool = True
+    says: str | None = None
+
+
+Case = Any  # a filled case, NotApplicable, or None: missing (the suite names it)
+
+# The cases every row must fill (or mark NotApplicable), in the order the suite reports them.
+OUTBOUND_CASES = (
+    "repeat",
+    "answers",
+    "rate_limited",
+    "outage",
+    "misconfigured",
+    "ambiguous",
+    "refused",
+)
+
+
+@dataclass
+class Capabilities:
+    """A provider's row: each case filled, ``NotApplicable``, or left out (None)."""
+
+    repeat: Repeat | NotApplicable | None = None
+    answers: tuple[Answer, ...] | NotApplicable | None = None
+    rate_limited: Raised | NotApplicable | None = None
+    outage: Raised | NotApplicable | None = None
+    misconfigured: tuple[Misconfigured, ...] | NotApplicable | None = None
+    ambiguous: Ambiguous | NotApplicable | None = None
+    refused: Raised | NotApplicable | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
