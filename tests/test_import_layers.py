@@ -41,8 +41,15 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer("simulator", ("tidings.simulator",)),
     Layer("api", ("tidings.api",)),
+    # services/: what the API's routes call (the application layer), a root like the flows.
     Layer(
-        "flow roots", ("tidings.intake", "tidings.dispatch.dispatcher", "tidings.dispatch.relay")
+        "flow roots",
+        (
+            "tidings.intake",
+            "tidings.dispatch.dispatcher",
+            "tidings.dispatch.relay",
+            "tidings.services",
+        ),
     ),
     Layer("service", ("tidings.service",)),
     Layer("settings", ("tidings.settings",)),

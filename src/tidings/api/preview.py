@@ -9,14 +9,14 @@ from tidings.content.render import RenderError
 from tidings.content.variables import template_variables
 from tidings.priorities import Channel
 from tidings.service import Service
-from tidings.store import users
-from tidings.store.types import NotificationType
+from tidings.services import registry
+from tidings.services.registry import NotificationType
 
 
 async def preview(service: Service, kind: NotificationType, body: PreviewIn) -> PreviewOut:
     profile = None
     if body.user_id is not None:
-        profile = await users.get_user(service.db, body.user_id)
+        profile = await registry.get_user(service.db, body.user_id)
     locale = body.locale or (profile.locale if profile else None)
     channels = [c.value for c in body.channels] if body.channels else list(kind.channels)
     context = template_variables(

@@ -13,6 +13,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from tidings.content.render import CompiledTemplate, compile_row
 from tidings.singleflight import SingleFlight
@@ -48,10 +49,10 @@ class TemplateCatalog:
         newest: dict[Key, CompiledTemplate] = {}
         for row in await templates.latest_all(self.db):
             # Compiling a large template takes tens of milliseconds: off the event loop.
-            compiled = self._compiled.get(row["id"])
+            compiled = self._compiled.get(row.id)
             if compiled is None:
-                compiled = await asyncio.to_thread(compile_row, row)
-            newest[(row["type"], row["channel"], row["locale"])] = compiled
+                compiled = await asyncio.to_thread(compile_row, asdict(row))
+            newest[(row.type, row.channel, row.locale)] = compiled
         if number < self._installed:
             return  # a read started later has already installed what it saw
         self._installed = number

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +22,23 @@ from tidings.store.schema import delivery, delivery_event, notification
 DEAD_KINDS = (FailureKind.EXHAUSTED.value, FailureKind.POISON.value, FailureKind.AMBIGUOUS.value)
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """A FAILED delivery as the queue lists it (``failed_at``: when it failed)."""
+
+    id: uuid.UUID
+    notification_id: uuid.UUID
+    channel: str
+    address: str
+    failure_kind: str | None
+    last_error: str | None
+    attempts: int
+    failed_at: datetime
+
+
 async def list_dead(
     db: Database, namespace: str, kinds: Collection[str] = DEAD_KINDS, limit: int = 100
-) -> list[dict[str, Any]]:
+) -> list[DeadLetter]:
     """The newest failed deliveries of those kinds, of notifications in ``namespace``."""
     query = (
         sa.select(delivery)
@@ -37,7 +52,20 @@ async def list_dead(
         .limit(limit)
     )
     async with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in await conn.execute(query)]
+        return [_dead_letter(row) for row in await conn.execute(query)]
+
+
+def _dead_letter(row: Any) -> DeadLetter:
+    return DeadLetter(
+        id=row.id,
+        notification_id=row.notification_id,
+        channel=row.channel,
+        address=row.address,
+        failure_kind=row.failure_kind,
+        last_error=row.last_error,
+        attempts=row.attempts,
+        failed_at=row.updated_at,
+    )
 
 
 async def replay(db: Database, delivery_id: uuid.UUID, namespace: str, now: datetime) -> str | None:

@@ -5,7 +5,8 @@ the delivery is read and, through the event log, in reports."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +14,20 @@ import sqlalchemy as sa
 
 from tidings.ids import new_id
 from tidings.store.engine import Database
+from tidings.store.reads import DeliveryEvent
 from tidings.store.schema import delivery, delivery_event
+
+
+@dataclass(frozen=True)
+class EngagementSummary:
+    """What one email delivery's history says of its opens and clicks."""
+
+    opens: int
+    human_opens: int
+    clicks: int
+    first_opened_at: datetime | None
+    first_clicked_at: datetime | None
+
 
 OPENED = "opened"
 CLICKED = "clicked"
@@ -68,16 +82,16 @@ def _insert(
     )
 
 
-def summary(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def summary(events: Iterable[DeliveryEvent]) -> EngagementSummary:
     """First and total opens and clicks of one delivery's events; machine opens apart."""
     events = list(events)
-    opens = [e for e in events if e["kind"] == OPENED]
-    clicks = [e for e in events if e["kind"] == CLICKED]
-    human = [e for e in opens if not (e["detail"] or {}).get("machine")]
-    return {
-        "opens": len(opens),
-        "humanOpens": len(human),
-        "clicks": len(clicks),
-        "firstOpenedAt": min((e["at"] for e in opens), default=None),
-        "firstClickedAt": min((e["at"] for e in clicks), default=None),
-    }
+    opens = [e for e in events if e.kind == OPENED]
+    clicks = [e for e in events if e.kind == CLICKED]
+    human = [e for e in opens if not (e.detail or {}).get("machine")]
+    return EngagementSummary(
+        opens=len(opens),
+        human_opens=len(human),
+        clicks=len(clicks),
+        first_opened_at=min((e.at for e in opens), default=None),
+        first_clicked_at=min((e.at for e in clicks), default=None),
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,6 +26,18 @@ class Reply:
     message_id: str | None
     sender: str
     keyword: str | None
+
+
+@dataclass(frozen=True)
+class Received:
+    """A reply as listed: what it asked and what it did (``suppressed``, ``lifted``,
+    ``none``)."""
+
+    account: str
+    sender: str
+    keyword: str | None
+    action: Literal["suppressed", "lifted", "none"]
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -97,9 +109,10 @@ async def _suppression(
     return "none"
 
 
-async def newest(db: Database, limit: int, keyword: str | None = None) -> list[dict[str, Any]]:
+async def newest(db: Database, limit: int, keyword: str | None = None) -> list[Received]:
     query = sa.select(inbound_reply).order_by(inbound_reply.c.at.desc(), inbound_reply.c.id.desc())
     if keyword is not None:
         query = query.where(inbound_reply.c.keyword == keyword)
     async with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in await conn.execute(query.limit(limit))]
+        rows = await conn.execute(query.limit(limit))
+        return [Received(r.account, r.sender, r.keyword, r.action, r.at) for r in rows]

@@ -67,6 +67,21 @@ class Message:
     first_attempt_at: datetime
 
 
+@dataclass(frozen=True)
+class Attempted:
+    """One message to an endpoint and how it went, as its attempts are listed."""
+
+    id: uuid.UUID
+    event_type: str
+    status: str  # PENDING, SENT, FAILED
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    created_at: datetime
+    sent_at: datetime | None
+    next_attempt_at: datetime
+
+
 def _endpoint(row: Any) -> Endpoint:
     return Endpoint(
         row["id"],
@@ -435,7 +450,10 @@ async def _finish(db: Database, message_id: uuid.UUID, values: dict[str, Any]) -
         await conn.execute(_finished(message_id, values))
 
 
-async def attempts(db: Database, endpoint_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+_ATTEMPTED = tuple(Attempted.__dataclass_fields__)
+
+
+async def attempts(db: Database, endpoint_id: uuid.UUID, limit: int) -> list[Attempted]:
     """The endpoint's newest messages, with how each went."""
     query = (
         sa.select(webhook_message)
@@ -444,4 +462,7 @@ async def attempts(db: Database, endpoint_id: uuid.UUID, limit: int) -> list[dic
         .limit(limit)
     )
     async with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in await conn.execute(query)]
+        return [
+            Attempted(**{f: row._mapping[f] for f in _ATTEMPTED})
+            for row in await conn.execute(query)
+        ]

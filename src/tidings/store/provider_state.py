@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,17 @@ import sqlalchemy as sa
 from tidings.store.engine import Database
 from tidings.store.schema import provider_state
 from tidings.store.upsert import upsert
+
+
+@dataclass(frozen=True)
+class ProviderReport:
+    """One dispatcher's last report of one account: its breaker's state (and, in every
+    account's report, the dispatcher's ``lanes``)."""
+
+    account: str
+    dispatcher: str
+    state: dict[str, Any]
+    updated_at: datetime
 
 
 async def report(
@@ -36,6 +48,11 @@ async def recent(db: Database, since: datetime) -> list[dict[str, Any]]:
     )
     async with db.engine.connect() as conn:
         return [dict(row._mapping) for row in await conn.execute(query)]
+
+
+async def reports(db: Database, since: datetime) -> list[ProviderReport]:
+    """The reports made since ``since``, by account and dispatcher."""
+    return [ProviderReport(**row) for row in await recent(db, since)]
 
 
 async def live_dispatchers(db: Database, since: datetime) -> int:

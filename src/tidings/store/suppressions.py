@@ -4,8 +4,8 @@ the canonical form of the addresses in it."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -14,6 +14,14 @@ from tidings.store.schema import suppression
 from tidings.store.upsert import upsert
 
 Pair = tuple[str, str]  # (channel, canonical address)
+
+
+@dataclass(frozen=True)
+class Suppression:
+    channel: str
+    address: str  # canonical
+    reason: str
+    created_at: datetime
 
 
 def canonical_address(channel: str, address: str) -> str:
@@ -31,13 +39,15 @@ async def put(db: Database, channel: str, address: str, reason: str, now: dateti
     await upsert(db, suppression, ["channel", "address"], row)
 
 
-async def get(db: Database, channel: str, address: str) -> dict[str, Any] | None:
+async def get(db: Database, channel: str, address: str) -> Suppression | None:
     query = sa.select(suppression).where(
         suppression.c.channel == channel, suppression.c.address == address
     )
     async with db.engine.connect() as conn:
         row = (await conn.execute(query)).first()
-    return dict(row._mapping) if row else None
+    if row is None:
+        return None
+    return Suppression(row.channel, row.address, row.reason, row.created_at)
 
 
 async def delete(db: Database, channel: str, address: str) -> bool:

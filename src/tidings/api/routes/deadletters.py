@@ -12,10 +12,9 @@ from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.masking import mask_address
 from tidings.api.schemas import DeadLetter, ErrorResponse, Replayed
-from tidings.clock import utcnow
-from tidings.priorities import Priority
+from tidings.services import deadletters
+from tidings.services.deadletters import DEAD_KINDS, Replay
 from tidings.states import FailureKind
-from tidings.store import deadletters
 
 router = APIRouter(prefix="/v1", tags=["dead letters"], dependencies=needs(Scope.ADMIN))
 
@@ -27,23 +26,23 @@ async def list_dead_letters(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Failed deliveries (exhausted, poison and ambiguous by default), newest first."""
-    kinds = [k.value for k in kind] if kind else deadletters.DEAD_KINDS
+    kinds = [k.value for k in kind] if kind else DEAD_KINDS
     namespace = caller_of(request).namespace
-    rows = await deadletters.list_dead(service_of(request).db, namespace, kinds, limit)
+    rows = await deadletters.listed(service_of(request).db, namespace, kinds, limit)
     return [dead_letter(row) for row in rows]
 
 
-def dead_letter(row: dict[str, Any]) -> DeadLetter:
+def dead_letter(row: deadletters.DeadLetter) -> DeadLetter:
     """A failed delivery as the API and the dashboard show it (the address masked)."""
     return DeadLetter(
-        id=row["id"],
-        notification_id=row["notification_id"],
-        channel=row["channel"],
-        address=mask_address(row["channel"], row["address"]),
-        failure_kind=row["failure_kind"],
-        last_error=row["last_error"],
-        attempts=row["attempts"],
-        failed_at=row["updated_at"],
+        id=row.id,
+        notification_id=row.notification_id,
+        channel=row.channel,
+        address=mask_address(row.channel, row.address),
+        failure_kind=row.failure_kind,
+        last_error=row.last_error,
+        attempts=row.attempts,
+        failed_at=row.failed_at,
     )
 
 
@@ -54,14 +53,11 @@ def dead_letter(row: dict[str, Any]) -> DeadLetter:
 )
 async def replay_delivery(request: Request, delivery_id: uuid.UUID) -> Any:
     """Send a FAILED delivery again, with a fresh set of attempts."""
-    service = service_of(request)
-    try:
-        namespace = caller_of(request).namespace
-        priority = await deadletters.replay(service.db, delivery_id, namespace, utcnow())
-    except LookupError:
+    namespace = caller_of(request).namespace
+    outcome = await deadletters.replay(service_of(request), delivery_id, namespace)
+    if outcome is Replay.NOT_FOUND:
         return error_response(404, "not_found", f"no delivery {delivery_id}", "id")
-    if priority is None:
+    if outcome is Replay.NOT_FAILED:
         message = f"delivery {delivery_id} is not FAILED; only failed deliveries can be replayed"
         return error_response(409, "not_failed", message, "id")
-    service.wakeup.notify(Priority(priority))
     return Replayed(id=delivery_id, status="PENDING")

@@ -13,8 +13,8 @@ from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.deps import service_of
 from tidings.api.schemas import EventOut, EventPage
 from tidings.refusal import Refusal
-from tidings.store import events
-from tidings.store.events import TYPES, Cursor, Event
+from tidings.services import events
+from tidings.services.events import TYPES, Cursor, Event
 
 router = APIRouter(prefix="/v1", tags=["events"], dependencies=needs(Scope.READ))
 

@@ -31,8 +31,8 @@ from tidings.intake.accept import ItemResult, Submission, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.group_commit import GroupCommit
 from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
-from tidings.store import engagement, reads
-from tidings.store.intake import Accepted, KeyConflict
+from tidings.services import notifications
+from tidings.services.notifications import Accepted, DeliveryRecord, KeyConflict
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
 
@@ -245,61 +245,57 @@ def _batch_result(index: int, result: ItemResult) -> dict[str, Any]:
 async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
     """A notification with each delivery's status, attempts, errors and history."""
     namespace = caller_of(request).namespace
-    found = await reads.get_notification(service_of(request).db, notification_id, namespace)
+    found = await notifications.get_notification(service_of(request).db, notification_id, namespace)
     if found is None:
         return error_response(404, "not_found", f"no notification {notification_id}", "id")
     return NotificationOut(
-        id=found["id"],
-        idempotency_key=found["idempotency_key"],
-        type=found["type"],
-        category=found["category"],
-        priority=found["priority"],
-        user_id=found["user_id"],
-        locale=found["locale"],
-        send_at=found["send_at"],
-        created_at=found["created_at"],
-        deliveries=[_delivery_out(d) for d in found["deliveries"]],
+        id=found.id,
+        idempotency_key=found.idempotency_key,
+        type=found.type,
+        category=found.category,
+        priority=found.priority,
+        user_id=found.user_id,
+        locale=found.locale,
+        send_at=found.send_at,
+        created_at=found.created_at,
+        deliveries=[_delivery_out(d) for d in found.deliveries],
     )
 
 
-def _delivery_out(row: dict[str, Any]) -> DeliveryOut:
+def _delivery_out(row: DeliveryRecord) -> DeliveryOut:
     return DeliveryOut(
-        id=row["id"],
-        channel=row["channel"],
-        address=mask_address(row["channel"], row["address"]),
-        status=row["status"],
-        attempts=row["attempts"],
-        next_attempt_at=row["next_attempt_at"] if row["status"] == "PENDING" else None,
-        last_error=row["last_error"],
-        failure_kind=row["failure_kind"],
-        skip_reason=row["skip_reason"],
-        provider=row["provider"],
-        provider_message_id=row["provider_msg_id"],
-        template_version=row["template_version"],
-        created_at=row["created_at"],
-        sent_at=row["sent_at"],
-        updated_at=row["updated_at"],
+        id=row.id,
+        channel=row.channel,
+        address=mask_address(row.channel, row.address),
+        status=row.status,
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at if row.status == "PENDING" else None,
+        last_error=row.last_error,
+        failure_kind=row.failure_kind,
+        skip_reason=row.skip_reason,
+        provider=row.provider,
+        provider_message_id=row.provider_msg_id,
+        template_version=row.template_version,
+        created_at=row.created_at,
+        sent_at=row.sent_at,
+        updated_at=row.updated_at,
         history=_history(row),
         engagement=(
-            Engagement.model_validate(engagement.summary(row["events"]))
-            if row["channel"] == "email"
+            Engagement.model_validate(notifications.engagement(row.events), from_attributes=True)
+            if row.channel == "email"
             else None
         ),
     )
 
 
-def _history(row: dict[str, Any]) -> list[HistoryEntry]:
+def _history(row: DeliveryRecord) -> list[HistoryEntry]:
     """The row's own timestamps (the happy path writes no events) merged with its events."""
-    entries = [HistoryEntry(kind="accepted", at=row["created_at"])]
-    if row["status"] == "SKIPPED" and row["skip_reason"]:
+    entries = [HistoryEntry(kind="accepted", at=row.created_at)]
+    if row.status == "SKIPPED" and row.skip_reason:
         entries.append(
-            HistoryEntry(
-                kind="skipped", at=row["updated_at"], detail={"reason": row["skip_reason"]}
-            )
+            HistoryEntry(kind="skipped", at=row.updated_at, detail={"reason": row.skip_reason})
         )
-    entries += [HistoryEntry(kind=e["kind"], at=e["at"], detail=e["detail"]) for e in row["events"]]
-    if row["sent_at"] is not None:
-        entries.append(
-            HistoryEntry(kind="sent", at=row["sent_at"], detail={"provider": row["provider"]})
-        )
+    entries += [HistoryEntry(kind=e.kind, at=e.at, detail=e.detail) for e in row.events]
+    if row.sent_at is not None:
+        entries.append(HistoryEntry(kind="sent", at=row.sent_at, detail={"provider": row.provider}))
     return sorted(entries, key=lambda entry: entry.at)

@@ -10,10 +10,8 @@ from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse, PreferencesIn, PreferencesOut
-from tidings.clock import utcnow
 from tidings.intake.requests import UserId
-from tidings.policy.preferences import effective, required_by_category
-from tidings.store import preferences, users
+from tidings.services import preferences
 
 router = APIRouter(prefix="/v1/users", tags=["preferences"], dependencies=needs(Scope.USERS))
 
@@ -25,18 +23,15 @@ async def put_preferences(
     """Replace the user's preferences; categories and channels left out take the defaults.
     The choices go in ``categories`` or at the top level under each category's name
     (``{"marketing": {"email": false}}``). Applies within seconds to what is already queued."""
-    db = service_of(request).db
-    now = utcnow()
     categories = {
         category.value: {channel.value: on for channel, on in channels.items()}
         for category, channels in body.choices().items()
     }
-    await preferences.replace(db, user_id, categories, now)
     settings = body.model_dump(mode="json", by_alias=True, include=body.model_fields_set)
     settings.pop("categories", None)
     profile = {"timezone", "locale", "quietHours"}
     values = {_column(name): settings[name] for name in profile & settings.keys()}
-    await users.put_user_settings(db, user_id, values, now)
+    await preferences.replace(service_of(request), user_id, categories, values)
     return await _shown(request, user_id)
 
 
@@ -58,17 +53,14 @@ def _column(name: str) -> str:
 
 
 async def _shown(request: Request, user_id: str) -> PreferencesOut | None:
-    db = service_of(request).db
-    profile = await users.get_user(db, user_id)
-    if profile is None:
+    found = await preferences.shown(service_of(request), user_id)
+    if found is None:
         return None
-    stored = (await preferences.of_users(db, [user_id])).get(user_id)
-    required = required_by_category((await service_of(request).types.all()).values())
     return PreferencesOut(
-        user_id=user_id,
-        categories=effective(stored, required),
-        required=required,
-        quiet_hours=profile.quiet_hours,
-        timezone=profile.timezone,
-        locale=profile.locale,
+        user_id=found.user_id,
+        categories=found.categories,
+        required=found.required,
+        quiet_hours=found.quiet_hours,
+        timezone=found.timezone,
+        locale=found.locale,
     )

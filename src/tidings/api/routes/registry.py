@@ -13,9 +13,8 @@ from tidings.api.schemas import DeviceIn, DeviceOut, ErrorResponse, TypeIn, Type
 from tidings.clock import utcnow
 from tidings.content.locales import normalise
 from tidings.intake.requests import TypeName, UserId
-from tidings.store import types, users
-from tidings.store.types import NotificationType
-from tidings.store.users import Device, UserProfile
+from tidings.services import registry
+from tidings.services.registry import Device, NotificationType, UserProfile
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 _ADMIN = needs(Scope.ADMIN)  # the type catalog
@@ -35,20 +34,15 @@ async def put_type(
     request: Request, response: Response, name: Annotated[TypeName, Path()], body: TypeIn
 ) -> Any:
     """Create (201) or replace (200) a notification type."""
-    service = service_of(request)
-    existed = await types.get_type(service.db, name) is not None
-    await types.put_type(service.db, _type_row(name, body))
-    service.types.invalidate()
+    stored, existed = await registry.put_type(service_of(request), _type_row(name, body))
     if existed:
         response.status_code = 200
-    stored = await types.get_type(service.db, name)
-    assert stored is not None  # just written; types are never deleted
     return _type_out(stored)
 
 
 @router.get("/types/{name}", response_model=TypeOut, responses=_NOT_FOUND, dependencies=_ADMIN)
 async def get_type(request: Request, name: str) -> Any:
-    found = await types.get_type(service_of(request).db, name)
+    found = await registry.get_type(service_of(request).db, name)
     if found is None:
         return error_response(404, "not_found", f"no notification type {name!r}", "name")
     return _type_out(found)
@@ -113,18 +107,16 @@ async def put_user(
     request: Request, response: Response, user_id: Annotated[UserId, Path()], body: UserIn
 ) -> Any:
     """Create (201) or replace (200) a user profile."""
-    db = service_of(request).db
-    if await users.get_user(db, user_id) is not None:
+    fields = body.model_dump(mode="json")
+    stored, existed = await registry.put_user(service_of(request).db, user_id, fields)
+    if existed:
         response.status_code = 200
-    await users.put_user(db, user_id, **body.model_dump(mode="json"), now=utcnow())
-    stored = await users.get_user(db, user_id)
-    assert stored is not None  # just written
     return _user_out(stored)
 
 
 @router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND, dependencies=_USERS)
 async def get_user(request: Request, user_id: str) -> Any:
-    found = await users.get_user(service_of(request).db, user_id)
+    found = await registry.get_user(service_of(request).db, user_id)
     if found is None:
         return error_response(404, "not_found", f"no user {user_id!r}", "userId")
     return _user_out(found)
@@ -136,10 +128,7 @@ async def get_user(request: Request, user_id: str) -> Any:
 async def post_device(request: Request, body: DeviceIn) -> Any:
     """Register a push token for a user (registering it again reactivates it)."""
     db = service_of(request).db
-    await users.put_device(db, body.token, body.user_id, body.platform, utcnow())
-    stored = await users.get_device(db, body.token)
-    assert stored is not None  # just written
-    return _device_out(stored)
+    return _device_out(await registry.register_device(db, body.token, body.user_id, body.platform))
 
 
 # {token:path}: a Web Push subscription (a JSON token) holds its endpoint URL, slashes and all.
@@ -149,7 +138,7 @@ async def post_device(request: Request, body: DeviceIn) -> Any:
 async def get_device(request: Request, token: str) -> Any:
     """A push token: whether it is active, and if not, why (for example ``Unregistered``
     when APNs or FCM said the app was removed)."""
-    found = await users.get_device(service_of(request).db, token)
+    found = await registry.get_device(service_of(request).db, token)
     if found is None:
         return error_response(404, "not_found", "no such device token", "token")
     return _device_out(found)
@@ -159,13 +148,13 @@ async def get_device(request: Request, token: str) -> Any:
 async def list_devices(request: Request, user_id: str) -> Any:
     """A user's push tokens, active or not."""
     return [
-        _device_out(found) for found in await users.user_devices(service_of(request).db, user_id)
+        _device_out(found) for found in await registry.user_devices(service_of(request).db, user_id)
     ]
 
 
 @router.delete("/devices/{token:path}", status_code=204, responses=_NOT_FOUND, dependencies=_USERS)
 async def delete_device(request: Request, token: str) -> Response:
-    if not await users.delete_device(service_of(request).db, token):
+    if not await registry.delete_device(service_of(request).db, token):
         return error_response(404, "not_found", "no such device token", "token")
     return Response(status_code=204)
 

@@ -12,7 +12,7 @@ from tidings.api.deps import service_of
 from tidings.api.masking import mask_address
 from tidings.api.schemas import InboundReplyOut
 from tidings.refusal import Refusal
-from tidings.store import inbound_replies
+from tidings.services import replies
 from tidings.tracking.inbound import KEYWORDS
 
 router = APIRouter(prefix="/v1", tags=["suppressions"], dependencies=needs(Scope.ADMIN))
@@ -29,14 +29,14 @@ async def list_inbound_replies(
         known = ", ".join(sorted(KEYWORDS))
         raise Refusal("invalid_request", f"keyword: one of {known}", "keyword")
     keyword = keyword.upper() if keyword else None
-    rows = await inbound_replies.newest(service_of(request).db, limit, keyword)
+    rows = await replies.newest(service_of(request).db, limit, keyword)
     return [
         InboundReplyOut(
-            account=row["account"],
-            sender=mask_address("sms", row["sender"]),
-            keyword=row["keyword"],
-            action=row["action"],
-            at=row["at"],
+            account=row.account,
+            sender=mask_address("sms", row.sender),
+            keyword=row.keyword,
+            action=row.action,
+            at=row.at,
         )
         for row in rows
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -21,12 +20,11 @@ from tidings.api.schemas import (
     TemplateOut,
     TemplateVersions,
 )
-from tidings.clock import utcnow
-from tidings.content.locales import normalise
-from tidings.content.upload_checks import TemplateProblem, check_template
+from tidings.content.upload_checks import TemplateProblem
 from tidings.intake.requests import Locale, TypeName
 from tidings.priorities import Channel
-from tidings.store import templates, types
+from tidings.services import registry, templates
+from tidings.services.templates import TemplateVersion
 
 router = APIRouter(prefix="/v1/templates", tags=["templates"], dependencies=needs(Scope.TEMPLATES))
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -51,19 +49,14 @@ async def put_template(
     """Upload a new version (201). The same text as the newest version stores nothing
     and answers that version (200)."""
     service = service_of(request)
-    kind = await types.get_type(service.db, type_name)
+    kind = await registry.get_type(service.db, type_name)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {type_name!r}", "type")
     parts = body.model_dump(exclude_none=True)
     try:
-        # Compiling a large template takes tens of milliseconds: off the event loop.
-        await asyncio.to_thread(check_template, kind, channel, parts)
+        row, created = await templates.upload(service, kind, channel, locale, parts)
     except TemplateProblem as problem:
         return error_response(422, problem.code, str(problem), problem.field)
-    row, created = await templates.add_version(
-        service.db, type_name, channel.value, normalise(locale), parts, utcnow()
-    )
-    await service.templates.reload_now()  # this process's preview shows it at once
     out = _template_out(row).model_dump(mode="json", by_alias=True, exclude_none=True)
     return JSONResponse(out, status_code=201 if created else 200)
 
@@ -71,9 +64,7 @@ async def put_template(
 @router.get("/{type_name}/{channel}/{locale}", response_model=TemplateVersions, responses=_ERRORS)
 async def get_versions(request: Request, type_name: str, channel: Channel, locale: str) -> Any:
     """Every version, newest first."""
-    rows = await templates.versions(
-        service_of(request).db, type_name, channel.value, normalise(locale)
-    )
+    rows = await templates.versions(service_of(request).db, type_name, channel, locale)
     if not rows:
         return error_response(
             404, "not_found", f"no template for {type_name} on {channel.value} in {locale}"
@@ -84,12 +75,12 @@ async def get_versions(request: Request, type_name: str, channel: Channel, local
 @router.get("/{type_name}", response_model=TemplateList)
 async def list_templates(request: Request, type_name: str) -> Any:
     """The newest version of each (channel, locale) of a type."""
-    rows = await templates.latest_all(service_of(request).db, type_name)
+    rows = await templates.latest(service_of(request).db, type_name)
     return TemplateList(templates=[_template_out(row) for row in rows])
 
 
-def _template_out(row: dict[str, Any]) -> TemplateOut:
-    return TemplateOut(**{k: v for k, v in row.items() if k != "id"})
+def _template_out(row: TemplateVersion) -> TemplateOut:
+    return TemplateOut(**row.parts())
 
 
 @router.post("/preview", response_model=PreviewOut, responses=_ERRORS)
@@ -97,7 +88,7 @@ async def post_preview(request: Request, body: PreviewIn) -> Any:
     """Render a type for a user (their locale) or for sample data, on each of its channels
     (or those asked for). A channel that cannot be rendered shows its error."""
     service = service_of(request)
-    kind = await types.get_type(service.db, body.type)
+    kind = await registry.get_type(service.db, body.type)
     if kind is None:
         return error_response(404, "not_found", f"no notification type {body.type!r}", "type")
     return await preview(service, kind, body)

@@ -20,9 +20,8 @@ from tidings.api.schemas import (
     TopicOut,
     UserTopicsOut,
 )
-from tidings.clock import utcnow
 from tidings.intake.requests import UserId
-from tidings.store import topics
+from tidings.services import topics
 
 router = APIRouter(prefix="/v1", tags=["topics"], dependencies=needs(Scope.USERS))
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
@@ -37,7 +36,7 @@ UserPath = Annotated[UserId, Path()]
 @router.put("/topics/{topic:path}/subscribers", response_model=SubscribersAdded, responses=_INVALID)
 async def add_subscribers(request: Request, topic: TopicPath, body: SubscribersIn) -> Any:
     """Add users to a topic; users already following it are left as they are."""
-    added, total = await topics.subscribe(service_of(request).db, topic, body.user_ids, utcnow())
+    added, total = await topics.subscribe(service_of(request).db, topic, body.user_ids)
     return SubscribersAdded(topic=topic, added=added, subscribers=total)
 
 
@@ -54,7 +53,7 @@ async def remove_subscriber(request: Request, topic: TopicPath, user_id: UserPat
 
 @router.get("/topics/{topic}", response_model=TopicOut, responses={**_NOT_FOUND, **_INVALID})
 async def get_topic(request: Request, topic: TopicPath) -> Any:
-    subscribers = await topics.count(service_of(request).db, topic)
+    subscribers = await topics.subscribers(service_of(request).db, topic)
     if subscribers == 0:
         return error_response(404, "not_found", f"nobody follows {topic!r}", "topic")
     return TopicOut(topic=topic, subscribers=subscribers)

@@ -28,9 +28,8 @@ from tidings.providers import pinned_http
 from tidings.providers.base import PermanentError, TransientError
 from tidings.providers.ssrf import url_problem
 from tidings.refusal import Refusal
-from tidings.store import producer_hooks
-from tidings.store.events import TYPES
-from tidings.store.producer_hooks import Endpoint
+from tidings.services import webhook_endpoints as endpoints
+from tidings.services.webhook_endpoints import TYPES, Endpoint
 
 router = APIRouter(
     prefix="/v1/webhook-endpoints", tags=["webhooks"], dependencies=needs(Scope.ADMIN)
@@ -89,7 +88,7 @@ async def create_endpoint(request: Request, body: EndpointIn) -> Any:
     service = service_of(request)
     url = await _checked_url(body.url, service.settings.webhooks.allow_private)
     secret = new_secret()
-    found = await producer_hooks.create(
+    found = await endpoints.create(
         service.db, caller_of(request).namespace, url, body.events, body.types, secret, utcnow()
     )
     return EndpointCreated(**_out(found).model_dump(), secret=secret)
@@ -97,24 +96,20 @@ async def create_endpoint(request: Request, body: EndpointIn) -> Any:
 
 @router.get("", response_model=list[EndpointOut])
 async def list_endpoints(request: Request) -> Any:
-    found = await producer_hooks.listed(service_of(request).db, caller_of(request).namespace)
+    found = await endpoints.listed(service_of(request).db, caller_of(request).namespace)
     return [_out(e) for e in found]
 
 
 @router.get("/{endpoint_id}", response_model=EndpointOut, responses=_NOT_FOUND)
 async def get_endpoint(request: Request, endpoint_id: uuid.UUID) -> Any:
-    found = await producer_hooks.get(
-        service_of(request).db, caller_of(request).namespace, endpoint_id
-    )
+    found = await endpoints.get(service_of(request).db, caller_of(request).namespace, endpoint_id)
     return _out(found) if found else _not_found(endpoint_id)
 
 
 @router.delete("/{endpoint_id}", status_code=204, responses=_NOT_FOUND)
 async def delete_endpoint(request: Request, endpoint_id: uuid.UUID) -> Response:
     """Remove the endpoint and what it had not been sent yet."""
-    gone = await producer_hooks.delete(
-        service_of(request).db, caller_of(request).namespace, endpoint_id
-    )
+    gone = await endpoints.delete(service_of(request).db, caller_of(request).namespace, endpoint_id)
     return Response(status_code=204) if gone else _not_found(endpoint_id)
 
 
@@ -129,12 +124,12 @@ async def rotate_secret(request: Request, endpoint_id: uuid.UUID) -> Any:
     service, namespace = service_of(request), caller_of(request).namespace
     secret = new_secret()
     try:
-        until = await producer_hooks.rotate(
+        until = await endpoints.rotate(
             service.db, namespace, endpoint_id, secret, utcnow(), ROTATION_OVERLAP
         )
-    except producer_hooks.TooManyRotations:
+    except endpoints.TooManyRotations:
         message = (
-            f"{producer_hooks.MAX_PREVIOUS_SECRETS} secrets replaced in the last 24 hours "
+            f"{endpoints.MAX_PREVIOUS_SECRETS} secrets replaced in the last 24 hours "
             "still sign every message: rotate again once the oldest has expired"
         )
         return error_response(409, "too_many_rotations", message, "endpointId")
@@ -148,9 +143,9 @@ async def enable_endpoint(request: Request, endpoint_id: uuid.UUID) -> Any:
     """Send to a disabled endpoint again, from where it stopped: first the message that
     failed for good, then the rest, each notification's in order."""
     service, namespace = service_of(request), caller_of(request).namespace
-    if not await producer_hooks.enable(service.db, namespace, endpoint_id, utcnow()):
+    if not await endpoints.enable(service.db, namespace, endpoint_id, utcnow()):
         return _not_found(endpoint_id)
-    found = await producer_hooks.get(service.db, namespace, endpoint_id)
+    found = await endpoints.get(service.db, namespace, endpoint_id)
     return _out(found) if found else _not_found(endpoint_id)
 
 
@@ -159,23 +154,21 @@ async def list_attempts(
     request: Request, endpoint_id: uuid.UUID, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> Any:
     """The endpoint's newest messages: each one's status, attempts and last answer."""
-    service, namespace = service_of(request), caller_of(request).namespace
-    if await producer_hooks.get(service.db, namespace, endpoint_id) is None:
+    namespace = caller_of(request).namespace
+    rows = await endpoints.attempts(service_of(request).db, namespace, endpoint_id, limit)
+    if rows is None:
         return _not_found(endpoint_id)
-    rows = await producer_hooks.attempts(service.db, endpoint_id, limit)
     return [
         EndpointAttempt(
-            webhook_id=f"msg_{row['id'].hex}",
-            type=row["event_type"],
-            status=row["status"],
-            attempts=row["attempts"],
-            last_status=row["last_status"],
-            last_error=row["last_error"],
-            created_at=row["created_at"],
-            sent_at=row["sent_at"],
-            next_attempt_at=row["next_attempt_at"]
-            if row["status"] == producer_hooks.PENDING
-            else None,
+            webhook_id=f"msg_{row.id.hex}",
+            type=row.event_type,
+            status=row.status,
+            attempts=row.attempts,
+            last_status=row.last_status,
+            last_error=row.last_error,
+            created_at=row.created_at,
+            sent_at=row.sent_at,
+            next_attempt_at=row.next_attempt_at if row.status == endpoints.PENDING else None,
         )
         for row in rows
     ]
