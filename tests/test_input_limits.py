@@ -18,9 +18,9 @@ from tidings.content.locales import fallback_chain
 from tidings.intake.accept import Submission, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.requests import NotificationIn
+from tidings.providers.sendgrid.signature import EventWebhookSigner, EventWebhookVerifier
 from tidings.service import Service
 from tidings.store.intake import Accepted
-from tidings.tracking.sendgrid_webhook import EventWebhookSigner, EventWebhookVerifier
 
 TYPE = {"category": "transactional", "priority": "normal", "channels": ["email", "sms"]}
 
@@ -224,7 +224,7 @@ def test_regex_checks_match_the_whole_value() -> None:
 def test_the_simulators_check_whole_values_too() -> None:
     """The simulators stand in for the providers' own checks: a trailing newline is refused
     there as the real services refuse it."""
-    from tidings.simulator import twilio
+    from tidings.simulator.twilio import api as twilio
 
     form = {"To": "+15559990000\n", "From": "+15005550006", "Body": "hi"}
     assert twilio._invalid(form) == 21211

@@ -19,7 +19,8 @@ from tidings.providers.base import (
     PoisonError,
     TransientError,
 )
-from tidings.providers.sendgrid import SendGridAccount, SendGridProvider, retry_after_seconds
+from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
+from tidings.providers.sendgrid.errors import retry_after_seconds
 from tidings.simulator.server import Simulator, SimulatorConfig
 
 KEY = "SG.test-key"

@@ -14,9 +14,10 @@ import pytest
 from tests.messages import message
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, PoisonError, TransientError
-from tidings.providers.twilio import TwilioAccount, TwilioProvider, classify
+from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.twilio.errors import classify
 from tidings.simulator.server import Simulator, SimulatorConfig
-from tidings.simulator.twilio import num_segments
+from tidings.simulator.twilio.api import num_segments
 from tidings.states import Effect
 
 TO = "+15551230001"

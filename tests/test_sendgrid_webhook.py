@@ -6,7 +6,7 @@ import json
 
 from sendgrid.helpers.eventwebhook import EventWebhook
 
-from tidings.tracking.sendgrid_webhook import (
+from tidings.providers.sendgrid.signature import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     EventWebhookSigner,

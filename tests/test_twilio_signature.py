@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from twilio.request_validator import RequestValidator
 
-from tidings.tracking.twilio_signature import (
+from tidings.providers.twilio.signature import (
     algorithm_from_settings,
     body_sha256,
     compute_signature,

@@ -39,8 +39,11 @@ from tidings.priorities import Priority
 from tidings.providers.mailgun import MailgunAccount
 from tidings.providers.postmark import PostmarkAccount
 from tidings.providers.sendgrid import SendGridAccount
+from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.smtp import SmtpAccount, bounce_accounts
-from tidings.providers.twilio import DELIVERY_PARAM, TwilioAccount
+from tidings.providers.twilio import TwilioAccount
+from tidings.providers.twilio.adapter import DELIVERY_PARAM
+from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount
 from tidings.service import Service
 from tidings.simulator.mailgun_events import signature as mailgun_signature
@@ -55,8 +58,6 @@ from tidings.store.outcomes import Outcome, write_outcomes
 from tidings.store.schema import delivery, delivery_event, suppression
 from tidings.store.tracking import DeliveryKey, Tracked
 from tidings.tracking.bounce_listener import BounceHandler
-from tidings.tracking.sendgrid_webhook import EventWebhookSigner
-from tidings.tracking.twilio_signature import SIGNATURE_HEADER, compute_signature
 
 SIGNER = EventWebhookSigner()
 MAILGUN_KEY = "mailgun-signing-key-of-the-test"

@@ -18,11 +18,11 @@ import pytest
 from pydantic import SecretStr
 
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
+from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.service import Service
 from tidings.simulator.server import Simulator, SimulatorConfig
-from tidings.tracking.sendgrid_webhook import EventWebhookSigner
-from tidings.tracking.twilio_signature import SIGNATURE_HEADER, compute_signature
 
 from .helpers import email_to, eventually, post, put_type, running_dispatcher
 
@@ -380,7 +380,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def test_each_sendgrid_event_maps_to_its_effect(
     event: dict[str, Any], kind: str | None, status: str | None, suppress: str | None
 ) -> None:
-    from tidings.tracking.events import sendgrid_event
+    from tidings.providers.sendgrid.events import sendgrid_event
 
     tracked = sendgrid_event({**event, "sg_message_id": "abc.filter0001", "sg_event_id": "e1"}, NOW)
     if kind is None:
@@ -407,7 +407,7 @@ def test_each_sendgrid_event_maps_to_its_effect(
 def test_each_twilio_status_maps_to_its_effect(
     status: str, code: str | None, kind: str | None, suppress: str | None, failure: str | None
 ) -> None:
-    from tidings.tracking.events import twilio_callback
+    from tidings.providers.twilio.events import twilio_callback
 
     form = {"MessageSid": "SM" + "0" * 32, "MessageStatus": status}
     if code:

@@ -40,7 +40,6 @@ from tidings.api.routes import (
     topics,
     unsubscribe,
     webhook_endpoints,
-    webhooks,
 )
 from tidings.api.text_guard import TextGuard
 from tidings.intake.accept import accept
@@ -66,7 +65,6 @@ ROUTERS = (
     webhook_endpoints.router,
     unsubscribe.router,
     engagement.router,
-    webhooks.router,
     email_webhooks.router,
     ses_webhooks.router,
     # After the routes above: /{kind}/{account} would match their paths too.

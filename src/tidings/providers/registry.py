@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidings.providers.receivers import WebhookReceiver
+from tidings.providers.sendgrid import SendGridReceiver
+from tidings.providers.twilio import TwilioReceiver
 from tidings.providers.vonage import VonageReceiver
 
-_RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (VonageReceiver(),)
+_RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
+    SendGridReceiver(),
+    TwilioReceiver(),
+    VonageReceiver(),
+)
 RECEIVERS: Mapping[str, WebhookReceiver[Any, Any]] = {r.kind: r for r in _RECEIVERS}

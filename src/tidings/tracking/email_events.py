@@ -1,6 +1,6 @@
 """What a Mailgun or Postmark webhook event means for tidings: pure mapping, no I/O.
 
-Each event becomes one ``Tracked`` (see ``tidings.tracking.events`` for SendGrid's): how to
+Each event becomes one ``Tracked`` (SendGrid's: ``providers/sendgrid/events.py``): how to
 find its delivery (our id from the custom variable or metadata tidings sent, else the
 provider's message id), the status it moves to, the history kind, the suppression reason.
 Events tidings does not record map to ``None`` and are counted as ignored.

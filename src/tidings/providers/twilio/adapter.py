@@ -2,89 +2,28 @@
 
 Form-encoded, HTTP Basic auth with the account SID and auth token. Success is 201 with the
 message JSON (its ``sid`` is our provider message id); errors are JSON
-``{"code", "message", "more_info", "status"}`` and are classified by ``code``.
+``{"code", "message", "more_info", "status"}``, classified by ``errors.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
-from pydantic import Field, SecretStr, model_validator
 
 from tidings.providers._http import no_answer, pooled_client
-from tidings.providers._retry_after import parse_retry_after
-from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
     Message,
-    PermanentError,
     PoisonError,
-    ProviderError,
     SendResult,
-    TransientError,
 )
-from tidings.states import Effect
+from tidings.providers.twilio.account import TwilioAccount
+from tidings.providers.twilio.errors import classify
 
 MAX_BODY_CHARS = 1600
 MAX_VALIDITY_SECONDS = 36_000
-# A bad account SID or token is our configuration, not the message: retry late (an operator
-# rotating the token should not dead-letter the whole queue), bounded by the retry policy.
-AUTH_RETRY_SECONDS = 300.0
-# Twilio's 429 carries no Retry-After; its guidance is to back off, so we suggest a second.
-DEFAULT_THROTTLE_SECONDS = 1.0
 # The query parameter of the status callback URL that names the delivery.
 DELIVERY_PARAM = "delivery"
-
-# Documented request-time error codes with a side effect on the address.
-SUPPRESS_CODES = {
-    21211: "invalid_number",
-    21610: "unsubscribed_stop",
-    21614: "not_mobile",  # a landline: no SMS will ever reach it
-}
-# Request errors that are about our account/configuration, never about the recipient: a
-# wrong From number or a region not enabled would otherwise dead-letter every SMS. Transient
-# with a long wait (docs/providers.md: configuration errors), bounded by the retry policy.
-CONFIG_CODES = {21408: "region_not_enabled", 21606: "from_not_capable", 21659: "from_invalid"}
-CONFIG_RETRY_SECONDS = 300.0
-
-
-class TwilioAccount(AccountSettings):
-    kind: Literal["twilio"] = "twilio"
-    account_sid: str = Field(pattern=r"^AC[0-9a-fA-F]{32}$")
-    # The account's auth token: it authenticates requests unless an API key is given, and
-    # it is what Twilio signs its webhooks with (so callbacks are refused without it).
-    auth_token: SecretStr | None = None
-    # An API key (SK…) and its secret: Twilio's recommended credentials for requests.
-    api_key_sid: str | None = Field(default=None, pattern=r"^SK[0-9a-fA-F]{32}$")
-    api_key_secret: SecretStr | None = None
-    from_number: str | None = None
-    messaging_service_sid: str | None = Field(default=None, pattern=r"^MG[0-9a-fA-F]{32}$")
-    base_url: str = "https://api.twilio.com"
-    # Where Twilio posts status changes. Unset: {public_url}/v1/webhooks/twilio/{account name}
-    # when tidings knows its public URL (the signature covers this exact URL).
-    status_callback_url: str | None = None
-    # At most once: Twilio has no idempotency key (see AccountSettings.on_ambiguous).
-    on_ambiguous: Literal["retry", "fail"] = "fail"
-
-    @model_validator(mode="after")
-    def _one_sender(self) -> TwilioAccount:
-        return exactly_one(self, "from_number", "messaging_service_sid")
-
-    @model_validator(mode="after")
-    def _credentials(self) -> TwilioAccount:
-        if (self.api_key_sid is None) != (self.api_key_secret is None):
-            raise ValueError("give api_key_sid and api_key_secret together")
-        if self.api_key_sid is None and self.auth_token is None:
-            raise ValueError("give auth_token, or api_key_sid and api_key_secret")
-        return self
-
-    def request_auth(self) -> httpx.BasicAuth:
-        """HTTP Basic credentials: the API key if there is one, else SID and auth token."""
-        if self.api_key_sid is not None and self.api_key_secret is not None:
-            return httpx.BasicAuth(self.api_key_sid, self.api_key_secret.get_secret_value())
-        assert self.auth_token is not None
-        return httpx.BasicAuth(self.account_sid, self.auth_token.get_secret_value())
 
 
 class TwilioProvider:
@@ -151,31 +90,6 @@ def with_delivery(url: str, delivery_id: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{DELIVERY_PARAM}={delivery_id}"
 
 
-def classify(response: httpx.Response) -> ProviderError:
-    """The error for a non-2xx answer, by Twilio error code first, then by HTTP status."""
-    status = response.status_code
-    code, text = _error_body(response)
-    described = f"twilio {status} {code}: {text}"
-    if code in SUPPRESS_CODES:
-        return PermanentError(
-            described, effect=Effect.SUPPRESS_ADDRESS, reason=SUPPRESS_CODES[code]
-        )
-    if code in CONFIG_CODES or status == 403:
-        reason = CONFIG_CODES.get(code or 0, "forbidden")
-        return TransientError(described, retry_after=CONFIG_RETRY_SECONDS, reason=reason)
-    if status == 429 or code == 20429:
-        retry = parse_retry_after(response.headers.get("retry-after"))
-        return TransientError(
-            described, retry_after=retry or DEFAULT_THROTTLE_SECONDS, reason="rate_limited"
-        )
-    if status == 401 or code == 20003:
-        return TransientError(described, retry_after=AUTH_RETRY_SECONDS, reason="auth_failed")
-    if status >= 500:
-        retry = parse_retry_after(response.headers.get("retry-after"))
-        return TransientError(described, retry_after=retry)
-    return PermanentError(described, reason=f"twilio_{code}" if code else None)
-
-
 def _sid(response: httpx.Response) -> str | None:
     """The message SID; None if the body is unreadable (the message was accepted anyway)."""
     try:
@@ -183,14 +97,3 @@ def _sid(response: httpx.Response) -> str | None:
     except (ValueError, AttributeError):
         return None
     return str(sid) if sid else None
-
-
-def _error_body(response: httpx.Response) -> tuple[int | None, str]:
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return None, response.text[:200]
-    if not isinstance(body, dict):
-        return None, str(body)[:200]
-    code = body.get("code")
-    return (code if isinstance(code, int) else None), str(body.get("message", ""))[:200]

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.sendgrid_events import EventWebhook
+from tidings.simulator.sendgrid.events import EventWebhook
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ message JSON (201) or its error JSON. Like Twilio, it has no idempotency key: a 
 request is a second SMS. It counts it as a duplicate when both name the same delivery (the
 ``delivery`` parameter tidings puts in the status callback URL); with ``dedup`` on, such a
 repeat gets the first answer instead. After creating a message it posts status callbacks
-and the recipient's replies (``tidings.simulator.twilio_reports``).
+and the recipient's replies (``reports.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
-from tidings.simulator.twilio_reports import TwilioReports
+from tidings.simulator.twilio.reports import TwilioReports
 
 NAME = "twilio"
 MAX_KEPT = 100_000  # message resources kept for GET
