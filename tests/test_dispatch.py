@@ -303,7 +303,6 @@ async def test_high_wakes_a_dispatcher_in_another_process_via_notify(
 async def test_a_stale_outcome_changes_nothing_and_leaves_no_event(
     client: httpx.AsyncClient, service: Service
 ) -> None:
-    from tidings.dispatch.attempt import failed
     from tidings.states import FailureKind, Status
     from tidings.store.claims import reap_expired_leases
     from tidings.store.outcomes import Outcome, write_outcomes
@@ -329,7 +328,7 @@ async def test_a_stale_outcome_changes_nothing_and_leaves_no_event(
         later,
     )
     # The stalled first worker answers at last, together with an unrelated good outcome.
-    await write_outcomes(service.db, [failed(stale, FailureKind.PERMANENT, "late")], later)
+    await write_outcomes(service.db, [Outcome.failed(stale, FailureKind.PERMANENT, "late")], later)
     shown = await shown_delivery(client, accepted["id"])
     assert (shown["status"], shown["failureKind"]) == ("SENT", None)
     assert [h["kind"] for h in shown["history"]] == ["accepted", "lease_expired", "sent"]

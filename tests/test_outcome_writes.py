@@ -11,7 +11,6 @@ import sqlalchemy as sa
 
 from tests.helpers import post, put_type
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import failed
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.priorities import Priority
 from tidings.service import Service
@@ -63,7 +62,7 @@ async def test_a_batch_and_its_effects_commit_together(
 ) -> None:
     db = service.db
     bounced, sent = await _claimed(client, db, 2)
-    outcome = failed(bounced, FailureKind.PERMANENT, "550 no such user")
+    outcome = Outcome.failed(bounced, FailureKind.PERMANENT, "550 no such user")
     outcome.effect, outcome.effect_reason = Effect.SUPPRESS_ADDRESS, "hard_bounce"
     done = Outcome(
         delivery_id=sent.id,
@@ -104,7 +103,7 @@ async def test_the_writer_survives_an_outcome_the_database_refuses(
 ) -> None:
     db = service.db
     refused, fine = await _claimed(client, db, 2)
-    bad = failed(refused, FailureKind.PERMANENT, "rejected")
+    bad = Outcome.failed(refused, FailureKind.PERMANENT, "rejected")
     bad.event_detail = {"raw": b"\x00 not json"}  # no database can store this as JSON
     good = Outcome(
         delivery_id=fine.id,

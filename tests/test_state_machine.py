@@ -46,7 +46,7 @@ from hypothesis.stateful import (
 )
 
 from tidings.content.catalog import TemplateCatalog
-from tidings.dispatch.attempt import Composer, Sender, Target, failed, precheck, released
+from tidings.dispatch.attempt import Composer, Sender, Target, precheck
 from tidings.dispatch.retry import RetryPolicy
 from tidings.dispatch.types import TypeRules
 from tidings.ids import new_id
@@ -374,7 +374,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         waiting = [c for c in self.in_flight if not c.started]
         claim = data.draw(st.sampled_from(waiting))
         self.in_flight.remove(claim)
-        outcome = released(claim.claimed, self.now, "deferral")
+        outcome = Outcome.released(claim.claimed, self.now, "deferral")
         assert outcome.attempts == claim.claimed.attempts - 1
         assert outcome.next_attempt_at == self.now
         self.write(claim, outcome)
@@ -422,7 +422,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         else:
             event("a stale worker's start mark held nothing")
             self.in_flight.pop(index)
-            self.write(claim, released(claim.claimed, self.now, "lease lost"))
+            self.write(claim, Outcome.released(claim.claimed, self.now, "lease lost"))
 
     @rule(seconds=st.floats(min_value=0, max_value=300))
     def advance(self, seconds: float) -> None:
@@ -735,7 +735,7 @@ async def test_a_stale_outcome_adds_no_event(database_url: str) -> None:
         events_before = await read_events(db)
 
         # The stalled worker answers at last: its outcome is fenced off...
-        await write_outcomes(db, [failed(stale, FailureKind.PERMANENT, "late")], later)
+        await write_outcomes(db, [Outcome.failed(stale, FailureKind.PERMANENT, "late")], later)
         [row] = (await read_rows(db)).values()
         assert (row["status"], row["failure_kind"]) == ("SENT", None)
         # ...and must leave no trace: the history of a SENT delivery shows no "failed".

@@ -21,12 +21,10 @@ from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import Content, EmailSender, Message, Provider, ProviderError
 from tidings.states import FailureKind, Status
 from tidings.store.claims import ClaimedDelivery
-from tidings.store.outcomes import Outcome
+from tidings.store.outcomes import MAX_ERROR_LENGTH, Outcome
 from tidings.store.users import UserProfile
 from tidings.tracking.engagement_links import EngagementLinks
 from tidings.tracking.html_links import tracked_links, with_open_pixel
-
-MAX_ERROR_LENGTH = 1000
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outco
     """An outcome without calling the provider, when the delivery must not be sent."""
     if claimed.attempts > rules.retry.max_attempts:
         # Only a crash or lost lease gets here: the attempts were used by dead workers.
-        return failed(
+        return Outcome.failed(
             claimed,
             FailureKind.EXHAUSTED,
             f"no attempts left after {claimed.attempts - 1} (lost leases)",
@@ -152,16 +150,6 @@ def expired(created_at: datetime, ttl_seconds: int | None, now: datetime) -> boo
     """Whether a ttl has run out. Compared as a duration, never as ``created_at + ttl``: a
     ttl beyond the range of datetimes saturates (never expires) instead of overflowing."""
     return ttl_seconds is not None and (now - created_at).total_seconds() > ttl_seconds
-
-
-def poisoned(claimed: ClaimedDelivery, error: BaseException) -> Outcome:
-    """The outcome of a delivery whose processing raised what nothing else handled: it
-    cannot be processed, and trying it again would only raise again."""
-    return failed(claimed, FailureKind.POISON, f"cannot be processed: {describe(error)}")
-
-
-def describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
 
 # Told what the provider call did (None: it succeeded): the circuit breaker listens.
@@ -228,7 +216,7 @@ class Sender:
         try:
             message, version = await self.composer.message(claimed, rules, profile)
         except RenderError as error:
-            return failed(claimed, FailureKind.POISON, f"template: {error}")
+            return Outcome.failed(claimed, FailureKind.POISON, f"template: {error}")
         outcome = await self._send(claimed, message, rules, target, now)
         outcome.template_version = version
         return outcome
@@ -243,7 +231,7 @@ class Sender:
     ) -> Outcome:
         name = target.account or target.provider.name
         if target.begin is not None and (refused := await target.begin()) is not None:
-            return released(claimed, now, refused)
+            return Outcome.released(claimed, now, refused)
         try:
             with observed.provider_call(name, claimed.channel):
                 async with self.deadlines.limit(self.send_timeout):
@@ -315,93 +303,4 @@ class Sender:
                 event_detail=detail | {"retryAt": decision.retry_at.isoformat()},
             )
         assert decision.failure_kind is not None
-        return failed(claimed, decision.failure_kind, error, provider, detail)
-
-
-def failed(
-    claimed: ClaimedDelivery,
-    kind: FailureKind,
-    error: str,
-    provider: str | None = None,
-    detail: dict[str, object] | None = None,
-) -> Outcome:
-    return Outcome(
-        delivery_id=claimed.id,
-        claimed_attempts=claimed.attempts,
-        status=Status.FAILED,
-        attempts=claimed.attempts,
-        last_error=error,
-        failure_kind=kind,
-        provider=provider,
-        event="failed",
-        event_detail=(detail or {}) | {"failureKind": kind.value},
-    )
-
-
-def interrupted(claimed: ClaimedDelivery, provider: str) -> Outcome:
-    """Shut down during an at-most-once account's provider call: perhaps sent, so FAILED
-    ambiguous (the dead-letter queue) rather than given back to be sent again."""
-    error = "shut down during the provider call: perhaps sent, not sent again"
-    detail: dict[str, object] = {
-        "attempt": claimed.attempts,
-        "error": error,
-        "kind": FailureKind.AMBIGUOUS.value,
-        "provider": provider,
-        "perhapsSent": True,
-        "reason": "shutdown",
-    }
-    return failed(claimed, FailureKind.AMBIGUOUS, error, provider, detail)
-
-
-def released(claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:
-    """Give the delivery back without counting the attempt (shutdown, deferral)."""
-    return _uncounted(claimed, Status.PENDING, "released", reason, next_attempt_at=now)
-
-
-def deferred(claimed: ClaimedDelivery, until: datetime, reason: str) -> Outcome:
-    """Not now (quiet hours, later a rate limit): back to PENDING until ``until``, the
-    attempt given back, for it is nobody's failure."""
-    return _uncounted(claimed, Status.PENDING, "deferred", reason, next_attempt_at=until)
-
-
-def already_sent(
-    claimed: ClaimedDelivery, provider: str, provider_msg_id: str | None, now: datetime
-) -> Outcome:
-    """Another attempt sent it, but its outcome was lost (a crash after the provider's
-    answer): SENT from what that attempt recorded, without calling the provider again."""
-    return Outcome(
-        delivery_id=claimed.id,
-        claimed_attempts=claimed.attempts,
-        status=Status.SENT,
-        attempts=claimed.attempts,
-        provider=provider,
-        provider_msg_id=provider_msg_id,
-        sent_at=now,
-        event="already_sent",
-        event_detail={"attempt": claimed.attempts},
-    )
-
-
-def cancelled(claimed: ClaimedDelivery) -> Outcome:
-    """Its campaign was cancelled after the claim: dropped before the provider call."""
-    return _uncounted(claimed, Status.CANCELLED, "cancelled", "campaign cancelled")
-
-
-def skipped(claimed: ClaimedDelivery, reason: str) -> Outcome:
-    """Not to be sent after all (a send-time policy check); no provider was called."""
-    return _uncounted(claimed, Status.SKIPPED, "skipped", reason, skip_reason=reason)
-
-
-def _uncounted(
-    claimed: ClaimedDelivery, status: Status, event: str, reason: str, **fields: Any
-) -> Outcome:
-    """An outcome that gives the claimed attempt back."""
-    return Outcome(
-        delivery_id=claimed.id,
-        claimed_attempts=claimed.attempts,
-        status=status,
-        attempts=claimed.attempts - 1,
-        event=event,
-        event_detail={"reason": reason},
-        **fields,
-    )
+        return Outcome.failed(claimed, decision.failure_kind, error, provider, detail)

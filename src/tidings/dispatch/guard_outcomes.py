@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import deferred
 from tidings.dispatch.deactivation_guard import HELD, DeactivationGuard, configuration_shaped
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.deactivation_guard import HELD_EVENT, PENDING_EVENT, held_note, pending_since
@@ -66,7 +65,7 @@ def held(
 ) -> Outcome:
     """Held by a tripped guard: PENDING until ``until``, the attempt given back, no token
     deactivated; a reset finds it by its ``last_error``."""
-    outcome = deferred(claimed, until, HELD)
+    outcome = Outcome.deferred(claimed, until, HELD)
     outcome.last_error = held_note(account)
     if failure is not None:
         outcome.event, outcome.event_detail = HELD_EVENT, _detail(failure)
@@ -76,7 +75,7 @@ def held(
 def pending(claimed: ClaimedDelivery, until: datetime, failure: Outcome) -> Outcome:
     """A configuration-shaped failure while the guard is clear: back to PENDING for a
     window (the attempt given back), its deactivation waiting for the guard's verdict."""
-    outcome = deferred(claimed, until, PENDING_EVENT)
+    outcome = Outcome.deferred(claimed, until, PENDING_EVENT)
     outcome.event = PENDING_EVENT
     outcome.event_detail = _detail(failure) | {"confirmAfter": until.isoformat()}
     outcome.last_error, outcome.provider = failure.last_error, failure.provider

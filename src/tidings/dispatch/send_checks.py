@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tidings.dispatch.attempt import deferred, skipped
 from tidings.dispatch.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
@@ -58,14 +57,16 @@ class SendTimeChecks:
     async def run(self, claimed: Sequence[ClaimedDelivery], now: datetime) -> Checked:
         reasons = await self._switched_off(claimed)
         reasons |= await self._suppressed([d for d in claimed if d.id not in reasons])
-        outcomes = [skipped(d, reasons[d.id]) for d in claimed if d.id in reasons]
+        outcomes = [Outcome.skipped(d, reasons[d.id]) for d in claimed if d.id in reasons]
         wanted = [d for d in claimed if d.id not in reasons]
         profiles = await self._profiles(wanted)
         until = self._quiet(wanted, profiles, now)
-        outcomes += [deferred(d, until[d.id], "quiet_hours") for d in wanted if d.id in until]
+        outcomes += [
+            Outcome.deferred(d, until[d.id], "quiet_hours") for d in wanted if d.id in until
+        ]
         # Counted last, as only what is sent now may use up a day's allowance.
         capped = await self._over_cap([d for d in wanted if d.id not in until], profiles, now)
-        outcomes += [skipped(d, "frequency_cap") for d in wanted if d.id in capped]
+        outcomes += [Outcome.skipped(d, "frequency_cap") for d in wanted if d.id in capped]
         send = [d for d in wanted if d.id not in until and d.id not in capped]
         return Checked(send, outcomes, profiles)
 

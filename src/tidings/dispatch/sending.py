@@ -17,18 +17,7 @@ from datetime import datetime, timedelta
 from tidings import logs
 from tidings.clock import utcnow
 from tidings.dispatch import observed
-from tidings.dispatch.attempt import (
-    Begin,
-    Sender,
-    Target,
-    already_sent,
-    cancelled,
-    deferred,
-    interrupted,
-    poisoned,
-    precheck,
-    released,
-)
+from tidings.dispatch.attempt import Begin, Sender, Target, precheck
 from tidings.dispatch.deactivation_guard import HELD
 from tidings.dispatch.guard_outcomes import held, judged
 from tidings.dispatch.outcomes import OutcomeWriter
@@ -138,7 +127,7 @@ class SendPipeline:
         keep = []
         for delivery in claimed:
             if delivery.campaign_id is not None and delivery.campaign_id in self.context.cancelled:
-                self._put(delivery, cancelled(delivery))
+                self._put(delivery, Outcome.cancelled(delivery))
             else:
                 keep.append(delivery)
         return keep
@@ -156,7 +145,7 @@ class SendPipeline:
         cannot process fails as poison, instead of failing its whole batch again and again.
         When the database is the trouble, the deliveries are given back for later."""
         if not await reachable(self.context.db):
-            outcomes = [released(d, now, "checks failed") for d in ready]
+            outcomes = [Outcome.released(d, now, "checks failed") for d in ready]
             return Checked([], outcomes, {})
         result = Checked([], [], {})
         for delivery in ready:
@@ -181,7 +170,7 @@ class SendPipeline:
             error_where(error),
             extra=delivery_fields(delivery),
         )
-        return poisoned(delivery, error)
+        return Outcome.poisoned(delivery, error)
 
     async def _admit(self, send: list[ClaimedDelivery]) -> list[tuple[ClaimedDelivery, str]]:
         """Choose each delivery's account (breakers, failover) and take its rate token;
@@ -194,7 +183,7 @@ class SendPipeline:
             # Guessing a token's platform could send it to the wrong provider: wait.
             log.exception("%s lane: reading device platforms failed; releasing", self.priority)
             for delivery in send:
-                self.context.writer.put(released(delivery, utcnow(), "platforms unknown"))
+                self.context.writer.put(Outcome.released(delivery, utcnow(), "platforms unknown"))
             return []
         self.progress.asked(len(send))
         admission = await self.context.protection.admit(send, self.priority, platforms)
@@ -205,7 +194,7 @@ class SendPipeline:
             if wait.reason == HELD and wait.account is not None:
                 self._put(delivery, held(delivery, until, wait.account))
             else:
-                self._put(delivery, deferred(delivery, until, wait.reason))
+                self._put(delivery, Outcome.deferred(delivery, until, wait.reason))
         return admission.send
 
     async def _platforms(self, send: list[ClaimedDelivery]) -> dict[str, str]:
@@ -253,7 +242,7 @@ class SendPipeline:
             async with protection.in_flight(account):
                 if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
                     # Cancelled while this waited for its account's bulkhead: not sent.
-                    outcome = cancelled(delivery)
+                    outcome = Outcome.cancelled(delivery)
                 else:
                     outcome = await self._attempt_once(delivery, rules, target, profile, account)
         except asyncio.CancelledError:
@@ -261,9 +250,9 @@ class SendPipeline:
             # unless an at-most-once provider call had started (perhaps sent).
             protection.breaker.cancel(account)
             if delivery.id in self._started:
-                context.writer.put(interrupted(delivery, recorded or account))
+                context.writer.put(Outcome.interrupted(delivery, recorded or account))
             else:
-                context.writer.put(released(delivery, utcnow(), "shutdown"))
+                context.writer.put(Outcome.released(delivery, utcnow(), "shutdown"))
             raise
         except Exception as error:
             outcome = self._poisoned(delivery, error)
@@ -304,10 +293,10 @@ class SendPipeline:
         verdict = await dedup.begin(delivery.id, delivery.attempts)
         now = utcnow()
         if isinstance(verdict, SentBefore) and not _failed_since(verdict, delivery):
-            return already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
+            return Outcome.already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
         if isinstance(verdict, Busy):
             until = now + timedelta(seconds=verdict.seconds)
-            return deferred(delivery, until, "sending_elsewhere")
+            return Outcome.deferred(delivery, until, "sending_elsewhere")
         outcome = await self.context.sender.attempt(delivery, rules, target, now, profile)
         guard = self.context.protection.guard
         outcome = await judged(guard, self.context.db, delivery, account, outcome, self.context.rng)

@@ -24,12 +24,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.states import Effect, FailureKind, Status
-from tidings.store.claims import event_row
+from tidings.store.claims import ClaimedDelivery, event_row
 from tidings.store.effects import apply_effects
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables, delivery_day
 from tidings.store.partitions import notification_days, partition_name
 from tidings.store.schema import delivery, delivery_event
+
+# The longest error text a row keeps.
+MAX_ERROR_LENGTH = 1000
 
 
 @dataclass(slots=True, kw_only=True)  # one per delivery sent: no frozen overhead
@@ -56,6 +59,109 @@ class Outcome:
     effect_at: datetime | None = None
     event: str | None = None  # a delivery_event kind, for what the row cannot hold
     event_detail: dict[str, Any] | None = None
+
+    # The constructors of every outcome the pipeline decides, each naming its event: one
+    # place to read what a delivery can end as (docs/architecture.md, Delivery state machine).
+
+    @classmethod
+    def failed(
+        cls,
+        claimed: ClaimedDelivery,
+        kind: FailureKind,
+        error: str,
+        provider: str | None = None,
+        detail: dict[str, object] | None = None,
+    ) -> Outcome:
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.FAILED,
+            attempts=claimed.attempts,
+            last_error=error,
+            failure_kind=kind,
+            provider=provider,
+            event="failed",
+            event_detail=(detail or {}) | {"failureKind": kind.value},
+        )
+
+    @classmethod
+    def poisoned(cls, claimed: ClaimedDelivery, error: BaseException) -> Outcome:
+        """The outcome of a delivery whose processing raised what nothing else handled: it
+        cannot be processed, and trying it again would only raise again."""
+        return cls.failed(claimed, FailureKind.POISON, f"cannot be processed: {describe(error)}")
+
+    @classmethod
+    def interrupted(cls, claimed: ClaimedDelivery, provider: str) -> Outcome:
+        """Shut down during an at-most-once account's provider call: perhaps sent, so FAILED
+        ambiguous (the dead-letter queue) rather than given back to be sent again."""
+        error = "shut down during the provider call: perhaps sent, not sent again"
+        detail: dict[str, object] = {
+            "attempt": claimed.attempts,
+            "error": error,
+            "kind": FailureKind.AMBIGUOUS.value,
+            "provider": provider,
+            "perhapsSent": True,
+            "reason": "shutdown",
+        }
+        return cls.failed(claimed, FailureKind.AMBIGUOUS, error, provider, detail)
+
+    @classmethod
+    def released(cls, claimed: ClaimedDelivery, now: datetime, reason: str) -> Outcome:
+        """Give the delivery back without counting the attempt (shutdown, deferral)."""
+        return cls._uncounted(claimed, Status.PENDING, "released", reason, next_attempt_at=now)
+
+    @classmethod
+    def deferred(cls, claimed: ClaimedDelivery, until: datetime, reason: str) -> Outcome:
+        """Not now (quiet hours, later a rate limit): back to PENDING until ``until``, the
+        attempt given back, for it is nobody's failure."""
+        return cls._uncounted(claimed, Status.PENDING, "deferred", reason, next_attempt_at=until)
+
+    @classmethod
+    def already_sent(
+        cls, claimed: ClaimedDelivery, provider: str, provider_msg_id: str | None, now: datetime
+    ) -> Outcome:
+        """Another attempt sent it, but its outcome was lost (a crash after the provider's
+        answer): SENT from what that attempt recorded, without calling the provider again."""
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.SENT,
+            attempts=claimed.attempts,
+            provider=provider,
+            provider_msg_id=provider_msg_id,
+            sent_at=now,
+            event="already_sent",
+            event_detail={"attempt": claimed.attempts},
+        )
+
+    @classmethod
+    def cancelled(cls, claimed: ClaimedDelivery) -> Outcome:
+        """Its campaign was cancelled after the claim: dropped before the provider call."""
+        return cls._uncounted(claimed, Status.CANCELLED, "cancelled", "campaign cancelled")
+
+    @classmethod
+    def skipped(cls, claimed: ClaimedDelivery, reason: str) -> Outcome:
+        """Not to be sent after all (a send-time policy check); no provider was called."""
+        return cls._uncounted(claimed, Status.SKIPPED, "skipped", reason, skip_reason=reason)
+
+    @classmethod
+    def _uncounted(
+        cls, claimed: ClaimedDelivery, status: Status, event: str, reason: str, **fields: Any
+    ) -> Outcome:
+        """An outcome that gives the claimed attempt back."""
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=status,
+            attempts=claimed.attempts - 1,
+            event=event,
+            event_detail={"reason": reason},
+            **fields,
+        )
+
+
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
 
 
 # The delivery columns an outcome sets, each an Outcome field of the same name.
