@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from bench.kafka_latency import LatencyRun, ModeFigures
 from bench.kafka_relay import RelayFigures
 from bench.kafka_scaling import PROCESSES, ScalingFigures
-from tidings.dispatch.ratelimit import DEFAULT_SHARES
+from tidings.dispatch.protection.ratelimit import DEFAULT_SHARES
 from tidings.priorities import Priority
 from tidings.transport.settings import KafkaSettings
 

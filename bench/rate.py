@@ -36,7 +36,7 @@ from bench.rate_scenario import (
     simulator,
 )
 from tidings.api.app import create_app
-from tidings.dispatch.ratelimit import RateLimitSettings
+from tidings.dispatch.protection.ratelimit import RateLimitSettings
 from tidings.priorities import Priority
 from tidings.service import Service
 from tidings.settings import Settings

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.ratelimit import DEFAULT_SHARES
+from tidings.dispatch.protection.ratelimit import DEFAULT_SHARES
 from tidings.priorities import Priority
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.service import Service, providers_from_settings

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tidings.dispatch.breaker import (
+from tidings.dispatch.protection.breaker import (
     BreakerSettings,
     BreakerStatus,
     CircuitBreaker,

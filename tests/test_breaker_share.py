@@ -17,10 +17,14 @@ from pydantic import SecretStr
 
 from tests.helpers import post, put_type
 from tidings.clock import utcnow
-from tidings.dispatch.breaker import BreakerSettings, BreakerStatus, CircuitBreaker
-from tidings.dispatch.breaker_share import BreakerShare
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.ratelimit import RateLimitSettings
+from tidings.dispatch.protection.breaker import (
+    BreakerSettings,
+    BreakerStatus,
+    CircuitBreaker,
+)
+from tidings.dispatch.protection.breaker_share import BreakerShare
+from tidings.dispatch.protection.ratelimit import RateLimitSettings
 from tidings.dispatch.retry import RetrySettings
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.service import Service, providers_from_settings

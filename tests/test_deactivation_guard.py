@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import eventually, put_type, running_dispatcher
-from tidings.dispatch.deactivation_guard import (
+from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.protection.deactivation_guard import (
     PROBE_DEFER,
     DeactivationGuard,
     DeactivationGuardSettings,
@@ -29,7 +30,6 @@ from tidings.dispatch.deactivation_guard import (
     configuration_shaped,
     trips,
 )
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.base import (
     Message,
     PermanentError,

@@ -33,10 +33,10 @@ from pydantic import SecretStr
 from tests.helpers import eventually, post, put_type
 from tidings.api.app import create_app
 from tidings.clock import utcnow
-from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.protection import Protection
-from tidings.dispatch.ratelimit import LocalRateLimiter
+from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
+from tidings.dispatch.protection.protection import Protection
+from tidings.dispatch.protection.ratelimit import LocalRateLimiter
 from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Priority
 from tidings.providers.chains import ProviderSet

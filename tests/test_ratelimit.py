@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tidings.dispatch.ratelimit import (
+from tidings.dispatch.protection.ratelimit import (
     LocalRateLimiter,
     RateLimitSettings,
     claim_pause,

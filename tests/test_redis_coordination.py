@@ -1,7 +1,7 @@
-"""Limits shared through a real Redis (dispatch/redis_limits.py, dispatch/redis_guards.py):
-two limiters (two processes' worth) never grant more than the account's rate between them,
-the priority shares hold across them, dedup keys and in-flight slots are fleet-wide, and an
-unreachable Redis falls back to this process's share, never to unlimited."""
+"""Limits shared through a real Redis (dispatch/protection/redis_limits.py and
+redis_guards.py): two limiters (two processes' worth) never grant more than the account's
+rate between them, the priority shares hold across them, dedup keys and in-flight slots are
+fleet-wide, and an unreachable Redis falls back to this process's share, never to unlimited."""
 
 from __future__ import annotations
 
@@ -22,10 +22,17 @@ import redis.asyncio as aioredis
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
 from tests.processes import free_port
 from tidings.clock import utcnow
-from tidings.dispatch.breaker import BreakerStatus, CircuitBreaker
-from tidings.dispatch.redis_guards import BreakerSync, Busy, Go, RedisDedup, RedisSlots, SentBefore
-from tidings.dispatch.redis_health import RedisHealth
-from tidings.dispatch.redis_limits import RedisRateLimiter
+from tidings.dispatch.protection.breaker import BreakerStatus, CircuitBreaker
+from tidings.dispatch.protection.redis_guards import (
+    BreakerSync,
+    Busy,
+    Go,
+    RedisDedup,
+    RedisSlots,
+    SentBefore,
+)
+from tidings.dispatch.protection.redis_health import RedisHealth
+from tidings.dispatch.protection.redis_limits import RedisRateLimiter
 from tidings.priorities import Priority
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service

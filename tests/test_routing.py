@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker
-from tidings.dispatch.ratelimit import LocalRateLimiter
-from tidings.dispatch.routing import (
+from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
+from tidings.dispatch.protection.ratelimit import LocalRateLimiter
+from tidings.dispatch.protection.routing import (
     MIN_BREAKER_DEFER,
     Defer,
     Send,

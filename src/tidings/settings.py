@@ -1,11 +1,11 @@
 """One typed settings object, built from the environment and an optional TOML file.
 
 The configuration root: each section's model lives beside the code that reads it
-(``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/breaker.py``,
-``dispatch/deactivation_guard.py``, ``dispatch/ratelimit.py``, ``providers/kinds.py``,
-``transport/settings.py``, ``tracking/bounce_settings.py``) and is aggregated here; that
-code takes its section as an argument and never imports this module (docs/architecture.md,
-Import layers).
+(``dispatch/lane_settings.py``, ``dispatch/retry.py``, ``dispatch/protection/breaker.py``,
+``dispatch/protection/deactivation_guard.py``, ``dispatch/protection/ratelimit.py``,
+``providers/kinds.py``, ``transport/settings.py``, ``tracking/bounce_settings.py``) and is
+aggregated here; that code takes its section as an argument and never imports this module
+(docs/architecture.md, Import layers).
 
 Environment variables use the prefix ``TIDINGS_`` (nested fields with ``__``, for example
 ``TIDINGS_LANES__HIGH__CONCURRENCY=32``). The TOML file is named by ``TIDINGS_CONFIG`` or
@@ -27,11 +27,11 @@ from pydantic_settings import (
 )
 
 from tidings.campaigns.settings import CampaignSettings
-from tidings.dispatch.breaker import BreakerSettings
-from tidings.dispatch.deactivation_guard import DeactivationGuardSettings
 from tidings.dispatch.lane_settings import Lanes
 from tidings.dispatch.producer_webhooks import ProducerWebhookSettings
-from tidings.dispatch.ratelimit import RateLimitSettings
+from tidings.dispatch.protection.breaker import BreakerSettings
+from tidings.dispatch.protection.deactivation_guard import DeactivationGuardSettings
+from tidings.dispatch.protection.ratelimit import RateLimitSettings
 from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Channel
 from tidings.providers.chains import PLATFORM_CHAINS

@@ -19,13 +19,13 @@ from datetime import timedelta
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.attempt import Composer, Sender
-from tidings.dispatch.breaker_share import BreakerShare
-from tidings.dispatch.coordination import Coordination
-from tidings.dispatch.guard_sync import GuardSync
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
 from tidings.dispatch.outcomes import OutcomeWriter
-from tidings.dispatch.protection import Protection
+from tidings.dispatch.protection.breaker_share import BreakerShare
+from tidings.dispatch.protection.coordination import Coordination
+from tidings.dispatch.protection.guard_sync import GuardSync
+from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.retention import RetentionPlan, maintain_every
 from tidings.dispatch.retry import RetryPolicy
@@ -33,7 +33,6 @@ from tidings.dispatch.send_checks import SendTimeChecks
 from tidings.dispatch.send_starts import SendStarts
 from tidings.dispatch.sending import LaneContext
 from tidings.dispatch.types import TypeRulebook
-from tidings.dispatch.waiting import sleep_unless
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider
@@ -42,6 +41,7 @@ from tidings.service import Service
 from tidings.store import provider_state
 from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.wakeup import listen_postgres
+from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 

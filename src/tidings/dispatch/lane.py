@@ -12,10 +12,10 @@ from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
 from tidings.dispatch.progress import LaneWatch
 from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
-from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.lane_work import has_due
+from tidings.waiting import first_of, sleep_unless
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """What the dispatcher tells the metrics (tidings/metrics.py): each outcome as it goes to
-the writer, each provider call, and how long each account kept a lane without a rate token.
+the writer and each provider call (how long each account kept a lane without a rate token:
+dispatch/protection/token_waits.py).
 
 In memory only: no database round trip, nothing awaited. An outcome is counted when the
 pipeline decides it, before the batch is written; a write that its fence refuses (the
@@ -11,12 +12,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 from tidings import metrics
-from tidings.dispatch.breaker import THROTTLE_REASONS
-from tidings.priorities import Priority
+from tidings.dispatch.protection.breaker import THROTTLE_REASONS
 from tidings.providers.base import ProviderError
 from tidings.states import Status
 from tidings.store.claims import ClaimedDelivery
@@ -80,20 +79,3 @@ def provider_call(provider: str, channel: str) -> Iterator[None]:
         raise
     finally:
         metrics.provider_call(provider, channel, result, time.monotonic() - started)
-
-
-@dataclass
-class TokenWaits:
-    """Per account and priority, since when a lane has found no rate token: each spell is
-    observed once a token is found again (``tidings_rate_limit_wait_seconds``)."""
-
-    _since: dict[tuple[str, Priority], float] = field(default_factory=dict)
-
-    def saw(self, tokens: Mapping[str, int | None], priority: Priority) -> None:
-        now = time.monotonic()
-        for account, available in tokens.items():
-            key = (account, priority)
-            if available == 0:
-                self._since.setdefault(key, now)
-            elif key in self._since:
-                metrics.rate_limit_wait(account, priority, now - self._since.pop(key))

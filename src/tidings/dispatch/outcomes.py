@@ -13,10 +13,10 @@ import logging
 from collections.abc import Sequence
 
 from tidings.clock import utcnow
-from tidings.dispatch.waiting import first_of
 from tidings.states import FailureKind, Status
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable, write_outcomes
+from tidings.waiting import first_of
 
 log = logging.getLogger(__name__)
 

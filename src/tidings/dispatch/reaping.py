@@ -7,12 +7,12 @@ import asyncio
 import logging
 
 from tidings.clock import utcnow
-from tidings.dispatch.waiting import sleep_unless
 from tidings.priorities import Priority
 from tidings.store.claims import reap_expired_leases
 from tidings.store.engine import Database
 from tidings.store.tracking import settle_early
 from tidings.store.wakeup import Wakeup
+from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 

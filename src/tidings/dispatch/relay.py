@@ -30,7 +30,6 @@ from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.sending import error_name
-from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.service import Service
@@ -40,6 +39,7 @@ from tidings.transport.pacing import FLOOR_TICKETS, Pacing
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket, partition_key
 from tidings.transport.topics import all_topics, ensure_topics, topic_name
+from tidings.waiting import first_of, sleep_unless
 
 log = logging.getLogger(__name__)
 

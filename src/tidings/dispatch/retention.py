@@ -8,10 +8,10 @@ import logging
 from dataclasses import dataclass
 
 from tidings.clock import utcnow
-from tidings.dispatch.waiting import sleep_unless
 from tidings.store import partition_days
 from tidings.store.engine import Database
 from tidings.store.partitions import ensure_partitions, run_retention
+from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,17 @@ from tidings import logs
 from tidings.clock import utcnow
 from tidings.dispatch import observed
 from tidings.dispatch.attempt import Begin, Sender, Target, precheck
-from tidings.dispatch.deactivation_guard import HELD
-from tidings.dispatch.guard_outcomes import held, judged
 from tidings.dispatch.outcomes import OutcomeWriter
 from tidings.dispatch.progress import LaneProgress
-from tidings.dispatch.protection import Protection
-from tidings.dispatch.redis_guards import Busy, LocalDedup, RedisDedup, SentBefore
+from tidings.dispatch.protection.deactivation_guard import HELD
+from tidings.dispatch.protection.guard_outcomes import held, judged
+from tidings.dispatch.protection.protection import Protection
+from tidings.dispatch.protection.redis_guards import (
+    Busy,
+    LocalDedup,
+    RedisDedup,
+    SentBefore,
+)
 from tidings.dispatch.send_checks import Checked, SendTimeChecks
 from tidings.dispatch.send_starts import SendStarts
 from tidings.dispatch.types import TypeRulebook, TypeRules
@@ -287,7 +292,7 @@ class SendPipeline:
         profile: UserProfile | None,
         account: str,
     ) -> Outcome:
-        """The provider call behind the fleet's dedup key (dispatch/redis_guards.py); a
+        """The provider call behind the fleet's dedup key (dispatch/protection/redis_guards.py); a
         deactivation it would make is judged by the account's deactivation guard."""
         dedup = self.context.dedup
         verdict = await dedup.begin(delivery.id, delivery.attempts)

@@ -1,7 +1,7 @@
-"""The mass deactivation guard's rows (dispatch/deactivation_guard.py): each push account's
-last trip and last clear, which every dispatcher follows; an operator's reset, which also
-makes the deliveries the guard held due again; and the evidence a deactivation waits for,
-its delivery's ``deactivation_pending`` event."""
+"""The mass deactivation guard's rows (dispatch/protection/deactivation_guard.py): each push
+account's last trip and last clear, which every dispatcher follows; an operator's reset,
+which also makes the deliveries the guard held due again; and the evidence a deactivation
+waits for, its delivery's ``deactivation_pending`` event."""
 
 from __future__ import annotations
 

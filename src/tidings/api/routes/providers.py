@@ -15,7 +15,7 @@ from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
-from tidings.dispatch.guard_sync import GUARD_SYNC_SECONDS
+from tidings.dispatch.protection.guard_sync import GUARD_SYNC_SECONDS
 from tidings.intake.requests import ApiModel
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from tidings.dispatch.ratelimit import RateLimiter, ration
+from tidings.dispatch.protection.ratelimit import RateLimiter, ration
 from tidings.priorities import Category, Channel, Priority
 
 FAILOVER_CHANNELS = frozenset({Channel.EMAIL, Channel.SMS})

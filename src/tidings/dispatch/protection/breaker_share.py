@@ -23,10 +23,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.breaker import BreakerStatus, CircuitBreaker
-from tidings.dispatch.waiting import sleep_unless
+from tidings.dispatch.protection.breaker import BreakerStatus, CircuitBreaker
 from tidings.store import provider_state
 from tidings.store.engine import Database
+from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 

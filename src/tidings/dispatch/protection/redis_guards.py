@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from tidings.dispatch.breaker import BreakerStatus, CircuitBreaker
-from tidings.dispatch.redis_health import RedisHealth
+from tidings.dispatch.protection.breaker import BreakerStatus, CircuitBreaker
+from tidings.dispatch.protection.redis_health import RedisHealth
 
 SENT_TTL_SECONDS = 7 * 24 * 3600
 SLOT_POLL_SECONDS = 0.01

@@ -1,6 +1,6 @@
 """Rate limits shared by every dispatcher through Redis (``TIDINGS_REDIS_URL``).
 
-The same semantics as ``LocalRateLimiter`` (dispatch/ratelimit.py: one shared bucket per
+The same semantics as ``LocalRateLimiter`` (dispatch/protection/ratelimit.py: one shared bucket per
 account, a class bucket per share below 1, the headroom a grant must leave), kept in one
 Redis hash per account and changed only by Lua scripts, which Redis runs one at a time:
 two processes can never both take the last token. Time is Redis's own clock (``TIME``), so
@@ -24,8 +24,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from tidings.dispatch.ratelimit import LocalRateLimiter, validate_shares
-from tidings.dispatch.redis_health import RedisHealth
+from tidings.dispatch.protection.ratelimit import LocalRateLimiter, validate_shares
+from tidings.dispatch.protection.redis_health import RedisHealth
 from tidings.priorities import Priority
 
 log = logging.getLogger(__name__)

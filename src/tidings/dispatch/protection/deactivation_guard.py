@@ -15,14 +15,14 @@ and more than ``share`` of them deactivating, it trips: the account's push is he
 ``probes`` sends go through, as a half-open breaker's probes: one that fails that way again
 holds the account again, ``probes`` that do not clear it. An operator's reset clears it at
 once. Trips and clears are shared by the fleet through the database
-(dispatch/guard_sync.py); the counting is each dispatcher's own.
+(dispatch/protection/guard_sync.py); the counting is each dispatcher's own.
 
 **No deactivation on the spot.** A configuration-shaped failure while the guard is clear
 gives its delivery back (no attempt used) for one window and records a
 ``deactivation_pending`` event. When the delivery fails that way again after a whole window
 in which this guard neither tripped nor cleared, the token is deactivated. So a mass event
 that trips within a window of a failure deactivates nothing, and a dead token is
-deactivated a window late, after one more provider call (dispatch/guard_outcomes.py).
+deactivated a window late, after one more provider call (dispatch/protection/guard_outcomes.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ lane claims only what
 it has tokens for), a failing account trips its breaker, transactional email and SMS fail
 over down their channel's chain, and each account has its own limit of requests in flight
 so that a slow provider stalls only itself. A push account whose deactivation guard tripped
-is held as an open breaker holds it (dispatch/deactivation_guard.py).
+is held as an open breaker holds it (dispatch/protection/deactivation_guard.py).
 
 A lane sizes its claims by the accounts the claimed rows will use (``claim_budgets``): one
 claim for the channels whose account is unlimited (the sink, a push project without a
@@ -24,22 +24,26 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidings.dispatch.breaker import BreakerSettings, CircuitBreaker, counts_against
-from tidings.dispatch.deactivation_guard import (
+from tidings.dispatch.protection.breaker import (
+    BreakerSettings,
+    CircuitBreaker,
+    counts_against,
+)
+from tidings.dispatch.protection.deactivation_guard import (
     HELD,
     DeactivationGuard,
     DeactivationGuardSettings,
     GuardStatus,
 )
-from tidings.dispatch.observed import TokenWaits
-from tidings.dispatch.ratelimit import (
+from tidings.dispatch.protection.ratelimit import (
     LocalRateLimiter,
     RateLimiter,
     RateLimitSettings,
     claim_pause,
 )
-from tidings.dispatch.redis_guards import RedisSlots
-from tidings.dispatch.routing import Admission, Defer, Target, admit
+from tidings.dispatch.protection.redis_guards import RedisSlots
+from tidings.dispatch.protection.routing import Admission, Defer, Target, admit
+from tidings.dispatch.protection.token_waits import TokenWaits
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import ProviderError
 from tidings.providers.chains import ProviderSet

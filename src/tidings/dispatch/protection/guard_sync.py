@@ -1,17 +1,21 @@
 """The mass deactivation guard shared by the fleet, through the database (so with or
 without Redis): each dispatcher writes its guard's trips and clears to the
 ``deactivation_guard`` table and follows the table's rows every ``GUARD_SYNC_SECONDS``
-(dispatch/deactivation_guard.py). An operator's reset is a clear the API writes there."""
+(dispatch/protection/deactivation_guard.py). An operator's reset is a clear the API writes there."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from tidings.dispatch.deactivation_guard import Cleared, DeactivationGuard, Trip
-from tidings.dispatch.waiting import sleep_unless
+from tidings.dispatch.protection.deactivation_guard import (
+    Cleared,
+    DeactivationGuard,
+    Trip,
+)
 from tidings.store import deactivation_guard as rows
 from tidings.store.engine import Database
+from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 

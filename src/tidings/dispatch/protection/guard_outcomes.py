@@ -1,4 +1,4 @@
-"""What the mass deactivation guard (dispatch/deactivation_guard.py) makes of a send's
+"""What the mass deactivation guard (dispatch/protection/deactivation_guard.py) makes of a send's
 outcome that would deactivate a token for a configuration-shaped reason: the deactivation
 made (a whole window passed, the guard clear, since the delivery first waited), the
 delivery held (the guard tripped), or the delivery given back for a window while the
@@ -12,7 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.clock import utcnow
-from tidings.dispatch.deactivation_guard import HELD, DeactivationGuard, configuration_shaped
+from tidings.dispatch.protection.deactivation_guard import (
+    HELD,
+    DeactivationGuard,
+    configuration_shaped,
+)
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.deactivation_guard import HELD_EVENT, PENDING_EVENT, held_note, pending_since
 from tidings.store.engine import Database

@@ -1,7 +1,7 @@
 """What a dispatcher shares with the rest of the fleet, built from ``TIDINGS_REDIS_URL``:
 a Redis client and its health, the shared rate limiter, dedup keys, in-flight slots and
-open breakers (dispatch/redis_limits.py, dispatch/redis_guards.py). Without a URL every
-part is this process's own, and the rate limits take this process's share of each rate."""
+open breakers (dispatch/protection/redis_limits.py and redis_guards.py). Without a URL
+every part is this process's own, and the rate limits take this process's share of each rate."""
 
 from __future__ import annotations
 
@@ -14,11 +14,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tidings.dispatch.breaker import CircuitBreaker
-from tidings.dispatch.ratelimit import RateLimitSettings
-from tidings.dispatch.redis_guards import BreakerSync, LocalDedup, RedisDedup, RedisSlots
-from tidings.dispatch.redis_health import RedisHealth
-from tidings.dispatch.redis_limits import RedisRateLimiter
+from tidings.dispatch.protection.breaker import CircuitBreaker
+from tidings.dispatch.protection.ratelimit import RateLimitSettings
+from tidings.dispatch.protection.redis_guards import (
+    BreakerSync,
+    LocalDedup,
+    RedisDedup,
+    RedisSlots,
+)
+from tidings.dispatch.protection.redis_health import RedisHealth
+from tidings.dispatch.protection.redis_limits import RedisRateLimiter
 from tidings.providers.chains import ProviderSet
 
 # Seconds a Redis call may take before the dispatcher treats Redis as down.

@@ -28,7 +28,7 @@ Semantics (``LocalRateLimiter``; a Redis implementation must keep them):
 
 How a lane uses it: it asks ``available`` per channel's account to size its claims (one
 per rate-limited channel: ``Protection.claim_budgets``), claims, routes each delivery to an
-account (``tidings.dispatch.routing.admit``), acquires per account, and defers the ones
+account (``tidings.dispatch.protection.routing.admit``), acquires per account, and defers the ones
 without a token (``attempt.deferred``: the attempt is given back) until ``next_token_in``;
 ``claim_pause`` tells it how long to sleep when no account has a token.
 """

@@ -160,7 +160,7 @@ class CircuitBreaker:
 
     def trip(self, account: str) -> None:
         """Open a closed breaker as its own count would (the fleet's run of failures did,
-        dispatch/breaker_share.py): an opening of its own, which the others follow."""
+        dispatch/protection/breaker_share.py): an opening of its own, which the others follow."""
         state = self._get(account)
         now = self._clock()
         self._advance(state, now)
