@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from tests.contract.cases import (
     UNCHECKED,
+    Above,
     Ambiguous,
     Answer,
     AtLeast,
@@ -148,7 +149,7 @@ class SendGrid(Contract):
             Answer("502", Raised(T, "http_502")),
             Answer("404", Raised(P, "http_404")),
         ),
-        rate_limited=Raised(T, "rate_limited", AtLeast(1000), says="too many requests"),
+        rate_limited=Raised(T, "rate_limited", Above(1000), says="too many requests"),
         outage=Raised(T, "http_503"),
         misconfigured=(
             Misconfigured(
@@ -471,7 +472,7 @@ class Twilio(Contract):
             Answer("21606", Raised(T, "from_not_capable", AtLeast(300))),
             Answer("21659", Raised(T, "from_invalid", AtLeast(300))),
             Answer("20008", Raised(T, "forbidden", AtLeast(300))),  # a 403
-            Answer("20429", Raised(T, UNCHECKED, AtLeast(0.001))),
+            Answer("20429", Raised(T, UNCHECKED, Above(0))),
             Answer("20500", Raised(T, UNCHECKED, says="500")),
         ),
         rate_limited=Raised(T, UNCHECKED, says="429 20429"),
@@ -680,9 +681,17 @@ class WebPush(Contract):
         rate_limited=Raised(T, "rate_limited", 1.0),
         outage=Raised(T, "http_503", 1.0),
         misconfigured=(
-            Misconfigured("private-target", {"allow_private": False}, Raised(P, "private_target")),
             Misconfigured(
-                "insecure-target", {"allow_insecure": False}, Raised(P, "insecure_target")
+                "private-target",
+                {"allow_private": False},
+                Raised(P, "private_target"),
+                before_any_request=True,
+            ),
+            Misconfigured(
+                "insecure-target",
+                {"allow_insecure": False},
+                Raised(P, "insecure_target"),
+                before_any_request=True,
             ),
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),

@@ -41,7 +41,17 @@ class AtLeast:
         return value is not None and value >= self.seconds
 
 
-RetryAfter = float | None | AtLeast | Unchecked
+@dataclass(frozen=True)
+class Above:
+    """A retry-after of more than ``seconds``."""
+
+    seconds: float
+
+    def matches(self, value: float | None) -> bool:
+        return value is not None and value > self.seconds
+
+
+RetryAfter = float | None | AtLeast | Above | Unchecked
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class Raised:
         assert type(error) is self.kind, f"{type(error).__name__}: {error}"
         if not isinstance(self.reason, Unchecked):
             assert error.reason == self.reason, error
-        if isinstance(self.retry_after, AtLeast):
+        if isinstance(self.retry_after, AtLeast | Above):
             assert self.retry_after.matches(error.retry_after), error.retry_after
         elif not isinstance(self.retry_after, Unchecked):
             assert error.retry_after == self.retry_after, error.retry_after
@@ -85,6 +95,8 @@ class Misconfigured:
     id: str
     changes: dict[str, Any] | Callable[[Any], dict[str, Any]]
     raised: Raised
+    # Refused by the adapter itself: the simulator never saw a request.
+    before_any_request: bool = False
 
 
 @dataclass(frozen=True)
