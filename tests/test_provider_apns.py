@@ -18,13 +18,12 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.helpers import eventually
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
 from tidings.providers.apns import ApnsAccount, ApnsProvider
-from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
+from tidings.providers.base import PermanentError, PoisonError, TransientError
 from tidings.simulator.apns import ApnsSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.states import Effect
@@ -123,82 +122,6 @@ async def test_http1_is_refused_and_the_adapter_uses_http2(
     assert apns_sim.state.counts["received"] == 2
 
 
-async def test_a_repeated_delivery_is_a_second_push_with_the_same_apns_id(
-    apns: ApnsProvider, apns_sim: ApnsSimulator
-) -> None:
-    """APNs does not deduplicate: the apns-id is only an id it echoes. Sending one delivery
-    twice pushes twice; what keeps tidings from doing so is its claim and dedup key. The
-    adapter makes the apns-id the delivery id, so a repeat carries the same one."""
-    message = push(device())
-    first = await apns.send(message)
-    second = await apns.send(message)
-
-    assert first.provider_msg_id == second.provider_msg_id == str(message.delivery_id)
-    received = apns_sim.state.received
-    assert len(received) == 2
-    assert {r.payload["headers"]["apns-id"] for r in received} == {str(message.delivery_id)}
-
-
-@pytest.mark.parametrize(
-    ("reason", "error", "effect"),
-    [
-        ("BadDeviceToken", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("DeviceTokenNotForTopic", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("Unregistered", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("ExpiredToken", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("BadCollapseId", PermanentError, None),
-        ("BadTopic", PermanentError, None),
-        ("TopicDisallowed", PermanentError, None),
-        ("DuplicateHeaders", PermanentError, None),
-        ("BadPath", PermanentError, None),
-        ("PayloadTooLarge", PoisonError, None),
-        ("IdleTimeout", TransientError, None),
-        ("TooManyRequests", TransientError, None),
-        ("InternalServerError", TransientError, None),
-        ("ServiceUnavailable", TransientError, None),
-        ("Shutdown", TransientError, None),
-        ("InvalidProviderToken", TransientError, None),
-        ("MissingProviderToken", TransientError, None),
-        ("BadCertificateEnvironment", TransientError, None),
-        ("Forbidden", TransientError, None),
-        ("TooManyProviderTokenUpdates", TransientError, None),
-    ],
-)
-async def test_reasons_are_classified(
-    apns: ApnsProvider,
-    apns_sim: ApnsSimulator,
-    reason: str,
-    error: type[ProviderError],
-    effect: Effect | None,
-) -> None:
-    token = device()
-    apns_sim.state.script(token, reason)
-
-    with pytest.raises(error) as caught:
-        await apns.send(push(token))
-
-    assert type(caught.value) is error
-    assert caught.value.effect is effect
-    assert caught.value.reason == reason
-    assert apns_sim.state.counts["received"] == 0
-
-
-@pytest.mark.parametrize(
-    "reason", ["InvalidProviderToken", "Forbidden", "BadCertificate", "UnrelatedKeyIdInToken"]
-)
-async def test_credential_errors_keep_the_token_and_retry_late(
-    apns: ApnsProvider, apns_sim: ApnsSimulator, reason: str
-) -> None:
-    token = device()
-    apns_sim.state.script(token, reason)
-
-    with pytest.raises(TransientError) as caught:
-        await apns.send(push(token))
-
-    assert caught.value.effect is None
-    assert caught.value.retry_after is not None and caught.value.retry_after >= 300
-
-
 async def test_unregistered_carries_apples_timestamp(
     apns: ApnsProvider, apns_sim: ApnsSimulator, clock: FakeClock
 ) -> None:
@@ -245,41 +168,6 @@ async def test_malformed_device_token_is_deactivated(apns: ApnsProvider) -> None
         Effect.DEACTIVATE_DEVICE,
         "BadDeviceToken",
     )
-
-
-async def test_outage_and_rate_limit_are_transient(
-    apns: ApnsProvider, apns_sim: ApnsSimulator
-) -> None:
-    apns_sim.state.behaviour.down = True
-    with pytest.raises(TransientError) as outage:
-        await apns.send(push(device()))
-    assert outage.value.reason == "ServiceUnavailable"
-
-    apns_sim.state.behaviour.down = False
-    apns_sim.state.behaviour.rate_limit = 1
-    await apns.send(push(device()))
-    with pytest.raises(TransientError) as limited:
-        await apns.send(push(device()))
-    assert limited.value.reason == "TooManyRequests"
-
-
-async def test_wrong_signing_key_is_a_credential_error(
-    apns_sim: ApnsSimulator, clock: FakeClock
-) -> None:
-    other = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    wrong = account(apns_sim, private_key_file=None, private_key=other.decode())
-    provider = ApnsProvider("apns", wrong, clock=clock)
-    try:
-        with pytest.raises(TransientError) as caught:
-            await provider.send(push(device()))
-    finally:
-        await provider.close()
-    assert caught.value.reason == "InvalidProviderToken"
-    assert caught.value.effect is None
 
 
 # The provider token's age rule: reuse under 50 minutes, never refresh within 20.
@@ -429,17 +317,6 @@ async def test_simulator_checks_headers_with_apples_reasons(
             assert response.json() == {"reason": reason}, headers
             assert response.status_code == (413 if reason == "PayloadTooLarge" else 400)
     assert apns_sim.state.counts["received"] == 0
-
-
-async def test_transport_failure_is_transient(apns_sim: ApnsSimulator) -> None:
-    provider = ApnsProvider("apns", account(apns_sim, base_url="http://127.0.0.1:9"))
-    try:
-        with pytest.raises(TransientError) as caught:
-            await provider.send(push(device()))
-    finally:
-        await provider.close()
-    # Port 9 refuses the connection: nothing was sent, so not ambiguous.
-    assert caught.value.reason != "no_answer" and not caught.value.ambiguous
 
 
 # Apple's environments: a token belongs to production or to the sandbox.

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.messages import FakeClock, push
 from tidings.priorities import Priority
 from tidings.providers._retry_after import parse_retry_after
-from tidings.providers.base import PermanentError, PoisonError, ProviderError, TransientError
+from tidings.providers.base import PermanentError, PoisonError, TransientError
 from tidings.providers.fcm import DELIVERY_ID_KEY, FcmAccount, FcmProvider
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -254,92 +254,6 @@ async def test_wrong_service_account_key_is_a_configuration_error(
     assert fcm_sim.state.counts["requests"] == 0
 
 
-async def test_a_repeated_delivery_is_a_second_fcm_message(
-    fcm: FcmProvider, fcm_sim: FcmSimulator
-) -> None:
-    """FCM has no idempotency key: sending one delivery twice makes two messages. What
-    keeps tidings from doing so is its claim and dedup key; what the adapter adds is the
-    delivery id in the data, so that the app (and the simulator) can tell a repeat."""
-    message = push(device())
-    first = await fcm.send(message)
-    second = await fcm.send(message)
-
-    assert first.provider_msg_id != second.provider_msg_id
-    received = fcm_sim.state.received
-    assert len(received) == 2
-    assert {r.payload["data"][DELIVERY_ID_KEY] for r in received} == {str(message.delivery_id)}
-
-
-@pytest.mark.parametrize(
-    ("code", "error", "effect"),
-    [
-        ("UNREGISTERED", PermanentError, Effect.DEACTIVATE_DEVICE),
-        ("SENDER_ID_MISMATCH", TransientError, None),
-        ("INVALID_ARGUMENT", PermanentError, None),
-        ("QUOTA_EXCEEDED", TransientError, None),
-        ("UNAVAILABLE", TransientError, None),
-        ("INTERNAL", TransientError, None),
-        ("THIRD_PARTY_AUTH_ERROR", TransientError, None),
-        ("UNSPECIFIED_ERROR", TransientError, None),
-    ],
-)
-async def test_error_codes_are_classified(
-    fcm: FcmProvider,
-    fcm_sim: FcmSimulator,
-    code: str,
-    error: type[ProviderError],
-    effect: Effect | None,
-) -> None:
-    token = device()
-    fcm_sim.state.script(token, code)
-
-    with pytest.raises(error) as caught:
-        await fcm.send(push(token))
-
-    assert type(caught.value) is error
-    assert caught.value.effect is effect
-    assert caught.value.reason == code
-    assert fcm_sim.state.counts["received"] == 0
-
-
-@pytest.mark.parametrize(
-    ("code", "retry_after"),
-    [
-        ("QUOTA_EXCEEDED", 1.0),
-        ("UNAVAILABLE", 1.0),
-        ("INTERNAL", None),
-        ("THIRD_PARTY_AUTH_ERROR", 300.0),
-        ("SENDER_ID_MISMATCH", 300.0),
-    ],
-)
-async def test_retry_after(
-    fcm: FcmProvider, fcm_sim: FcmSimulator, code: str, retry_after: float | None
-) -> None:
-    token = device()
-    fcm_sim.state.script(token, code)
-
-    with pytest.raises(TransientError) as caught:
-        await fcm.send(push(token))
-
-    assert caught.value.retry_after == retry_after
-
-
-async def test_outage_and_rate_limit_are_transient_with_retry_after(
-    fcm: FcmProvider, fcm_sim: FcmSimulator
-) -> None:
-    fcm_sim.state.behaviour.down = True
-    with pytest.raises(TransientError) as outage:
-        await fcm.send(push(device()))
-    assert (outage.value.reason, outage.value.retry_after) == ("UNAVAILABLE", 1.0)
-
-    fcm_sim.state.behaviour.down = False
-    fcm_sim.state.behaviour.rate_limit = 1
-    await fcm.send(push(device()))
-    with pytest.raises(TransientError) as limited:
-        await fcm.send(push(device()))
-    assert (limited.value.reason, limited.value.retry_after) == ("QUOTA_EXCEEDED", 1.0)
-
-
 async def test_sender_id_mismatch_keeps_the_token(fcm: FcmProvider, fcm_sim: FcmSimulator) -> None:
     """The token belongs to another Firebase project: our project's configuration is what
     is wrong (or the app registered with the wrong one). The token is not dead."""
@@ -483,15 +397,6 @@ async def test_simulator_checks_the_apns_block_of_a_message_to_an_apple_device(
     ]
 
 
-async def test_transport_failure_is_transient(fcm_sim: FcmSimulator) -> None:
-    provider = FcmProvider("fcm", account(fcm_sim, token_uri="http://127.0.0.1:9/token"))
-    try:
-        with pytest.raises(TransientError):
-            await provider.send(push(device()))
-    finally:
-        await provider.close()
-
-
 async def test_access_token_refused_twice_is_a_configuration_error(
     fcm: FcmProvider, fcm_sim: FcmSimulator
 ) -> None:
@@ -504,19 +409,6 @@ async def test_access_token_refused_twice_is_a_configuration_error(
     assert caught.value.retry_after == 300
     assert fcm_sim.state.counts["token_grants"] == 2  # refreshed and retried once, no more
     assert fcm_sim.state.counts["unauthenticated"] == 2
-
-
-async def test_project_without_permission_is_a_configuration_error(
-    fcm_sim: FcmSimulator, clock: FakeClock
-) -> None:
-    provider = FcmProvider("fcm", account(fcm_sim, project_id="someone-else"), clock=clock)
-    try:
-        with pytest.raises(TransientError) as caught:
-            await provider.send(push(device()))
-    finally:
-        await provider.close()
-    assert caught.value.reason == "403"
-    assert caught.value.effect is None
 
 
 def test_retry_after_takes_seconds_or_an_http_date() -> None:

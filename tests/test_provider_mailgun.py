@@ -32,9 +32,7 @@ from tidings.providers.base import (
     Content,
     EmailSender,
     Message,
-    PermanentError,
     PoisonError,
-    TransientError,
 )
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider, classify
 from tidings.service import Service
@@ -146,18 +144,6 @@ async def test_the_types_sender_reply_to_and_copies(
     assert (received.payload["cc"], received.payload["bcc"]) == ("boss@example.com", "x@a.io")
 
 
-async def test_a_repeated_delivery_is_a_second_email(
-    sim: Simulator, provider: MailgunProvider
-) -> None:
-    """Mailgun has no idempotency key: what keeps tidings from sending twice is its claim."""
-    message = make_message()
-    first, second = await provider.send(message), await provider.send(message)
-
-    assert first.provider_msg_id != second.provider_msg_id
-    summary = sim.state("mailgun").summary()
-    assert (summary["received"], summary["distinct"], summary["duplicates"]) == (2, 1, 1)
-
-
 @pytest.mark.parametrize(
     ("content", "reason"),
     [(Content(subject="Hi"), "empty_content"), (Content(subject="", text="x"), "empty_subject")],
@@ -171,102 +157,10 @@ async def test_what_mailgun_would_refuse_is_poison_and_not_sent(
     assert sim.state("mailgun").counts["requests"] == 0
 
 
-@pytest.mark.parametrize(
-    ("changes", "reason", "says"),
-    [
-        ({"api_key": SecretStr("key-wrong")}, "credentials", "Forbidden"),
-        ({"domain": "other.example.com"}, "domain_not_found", "Domain not found"),
-    ],
-)
-async def test_our_configuration_is_a_long_transient_error(
-    sim: Simulator, changes: dict[str, Any], reason: str, says: str
-) -> None:
-    adapter = MailgunProvider("mailgun", account(sim, **changes))
-    try:
-        with pytest.raises(TransientError) as raised:
-            await adapter.send(make_message())
-    finally:
-        await adapter.close()
-
-    assert raised.value.reason == reason and raised.value.effect is None
-    assert raised.value.retry_after == 300.0
-    assert says in str(raised.value)
-    assert sim.state("mailgun").received == []
-
-
-@pytest.mark.parametrize(
-    ("error", "kind", "reason"),
-    [
-        ("400", PermanentError, "bad_request"),
-        ("401", TransientError, "credentials"),
-        ("403", TransientError, "credentials"),
-        ("404", TransientError, "domain_not_found"),
-        ("413", PoisonError, "payload_too_large"),
-        ("429", TransientError, "rate_limited"),
-        ("500", TransientError, "http_500"),
-        ("502", TransientError, "http_502"),
-        ("503", TransientError, "http_503"),
-        ("402", PermanentError, "http_402"),
-    ],
-)
-async def test_classifies_each_error(
-    sim: Simulator,
-    provider: MailgunProvider,
-    error: str,
-    kind: type[Exception],
-    reason: str,
-) -> None:
-    sim.state("mailgun").script("ada@example.com", error)
-
-    with pytest.raises(kind) as raised:
-        await provider.send(make_message())
-
-    assert type(raised.value) is kind
-    assert raised.value.reason == reason  # type: ignore[attr-defined]
-    assert raised.value.effect is None  # type: ignore[attr-defined]
-    assert sim.state("mailgun").received == []
-
-
 def test_a_429_waits_for_retry_after() -> None:
     response = httpx.Response(429, headers={"Retry-After": "7"}, json={"message": "slow"})
     error = classify(response, time.time())
     assert (error.reason, error.retry_after) == ("rate_limited", 7.0)
-
-
-async def test_rate_limit_and_outage_are_transient(
-    sim: Simulator, provider: MailgunProvider
-) -> None:
-    state = sim.state("mailgun")
-    state.behaviour = state.behaviour.model_copy(update={"rate_limit": 1.0})
-    await provider.send(make_message())
-    with pytest.raises(TransientError) as throttled:
-        await provider.send(make_message())
-    state.behaviour = state.behaviour.model_copy(update={"rate_limit": None, "down": True})
-    with pytest.raises(TransientError) as down:
-        await provider.send(make_message())
-
-    assert throttled.value.reason == "rate_limited"
-    assert down.value.reason == "http_503"
-
-
-async def test_no_answer_is_transient_and_ambiguous_once_the_request_left(
-    sim: Simulator,
-) -> None:
-    refused = MailgunProvider("mailgun", account(sim, base_url="http://127.0.0.1:9"))
-    slow = MailgunProvider("mailgun", account(sim, timeout=0.2))
-    state = sim.state("mailgun")
-    state.behaviour = state.behaviour.model_copy(update={"latency_ms": 1000})
-    try:
-        with pytest.raises(TransientError) as never_sent:
-            await refused.send(make_message())
-        with pytest.raises(TransientError) as perhaps_sent:
-            await slow.send(make_message())
-    finally:
-        await refused.close()
-        await slow.close()
-
-    assert not never_sent.value.ambiguous
-    assert perhaps_sent.value.ambiguous and perhaps_sent.value.reason == "no_answer"
 
 
 # --- The simulator ---------------------------------------------------------------------------

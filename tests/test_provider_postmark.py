@@ -34,7 +34,6 @@ from tidings.providers.base import (
     Message,
     PermanentError,
     PoisonError,
-    TransientError,
 )
 from tidings.providers.postmark import PostmarkAccount, PostmarkProvider, classify
 from tidings.service import Service
@@ -170,71 +169,6 @@ async def test_an_email_without_a_body_is_poison_and_not_sent(
     assert sim.state("postmark").counts["requests"] == 0
 
 
-@pytest.mark.parametrize(
-    ("changes", "reason", "says"),
-    [
-        ({"server_token": "wrong"}, "bad_api_token", "valid Server token"),
-        ({"from_email": "a@elsewhere.example"}, "sender_signature_not_found", "Sender Signature"),
-    ],
-)
-async def test_our_configuration_is_a_long_transient_error(
-    sim: Simulator, changes: dict[str, Any], reason: str, says: str
-) -> None:
-    adapter = PostmarkProvider("postmark", account(sim, **changes))
-    try:
-        with pytest.raises(TransientError) as raised:
-            await adapter.send(make_message())
-    finally:
-        await adapter.close()
-
-    assert raised.value.reason == reason and raised.value.effect is None
-    assert raised.value.retry_after == 300.0
-    assert says in str(raised.value)
-    assert sim.state("postmark").received == []
-
-
-@pytest.mark.parametrize(
-    ("error", "kind", "reason", "retry_after"),
-    [
-        ("10", TransientError, "bad_api_token", 300.0),
-        ("300", PermanentError, "invalid_email_request", None),
-        ("400", TransientError, "sender_signature_not_found", 300.0),
-        ("401", TransientError, "sender_signature_not_confirmed", 300.0),
-        ("402", PermanentError, "invalid_json", None),
-        ("403", PermanentError, "incompatible_json", None),
-        ("405", TransientError, "not_allowed_to_send", 300.0),
-        ("409", PermanentError, "json_required", None),
-        ("410", PermanentError, "too_many_batch_messages", None),
-        ("411", PermanentError, "forbidden_attachment_type", None),
-        ("412", TransientError, "account_pending", 300.0),
-        ("413", TransientError, "account_may_not_send", 300.0),
-        ("429", TransientError, "rate_limited", None),
-        ("100", TransientError, "http_503", None),
-        ("999", PermanentError, "postmark_999", None),
-        ("http_413", PoisonError, "payload_too_large", None),
-        ("http_500", TransientError, "http_500", None),
-    ],
-)
-async def test_classifies_each_error(
-    sim: Simulator,
-    provider: PostmarkProvider,
-    error: str,
-    kind: type[Exception],
-    reason: str,
-    retry_after: float | None,
-) -> None:
-    sim.state("postmark").script("ada@example.com", error)
-
-    with pytest.raises(kind) as raised:
-        await provider.send(make_message())
-
-    assert type(raised.value) is kind
-    assert raised.value.reason == reason  # type: ignore[attr-defined]
-    assert raised.value.retry_after == retry_after  # type: ignore[attr-defined]
-    assert raised.value.effect is None  # type: ignore[attr-defined]
-    assert sim.state("postmark").received == []
-
-
 async def test_an_inactive_recipient_is_permanent_and_suppressed(
     sim: Simulator, provider: PostmarkProvider
 ) -> None:
@@ -256,42 +190,6 @@ def test_a_429_waits_for_retry_after() -> None:
     response = httpx.Response(429, headers={"Retry-After": "7"}, json={"ErrorCode": 429})
     error = classify(response, time.time())
     assert (error.reason, error.retry_after) == ("rate_limited", 7.0)
-
-
-async def test_rate_limit_and_outage_are_transient(
-    sim: Simulator, provider: PostmarkProvider
-) -> None:
-    state = sim.state("postmark")
-    state.behaviour = state.behaviour.model_copy(update={"rate_limit": 1.0})
-    await provider.send(make_message())
-    with pytest.raises(TransientError) as throttled:
-        await provider.send(make_message())
-    state.behaviour = state.behaviour.model_copy(update={"rate_limit": None, "down": True})
-    with pytest.raises(TransientError) as down:
-        await provider.send(make_message())
-
-    assert throttled.value.reason == "rate_limited"
-    assert down.value.reason == "http_503"
-
-
-async def test_no_answer_is_transient_and_ambiguous_once_the_request_left(
-    sim: Simulator,
-) -> None:
-    refused = PostmarkProvider("postmark", account(sim, base_url="http://127.0.0.1:9"))
-    slow = PostmarkProvider("postmark", account(sim, timeout=0.2))
-    state = sim.state("postmark")
-    state.behaviour = state.behaviour.model_copy(update={"latency_ms": 1000})
-    try:
-        with pytest.raises(TransientError) as never_sent:
-            await refused.send(make_message())
-        with pytest.raises(TransientError) as perhaps_sent:
-            await slow.send(make_message())
-    finally:
-        await refused.close()
-        await slow.close()
-
-    assert not never_sent.value.ambiguous
-    assert perhaps_sent.value.ambiguous and perhaps_sent.value.reason == "no_answer"
 
 
 # --- The simulator ---------------------------------------------------------------------------

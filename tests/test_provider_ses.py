@@ -412,30 +412,6 @@ async def test_temporary_credentials_sign_the_session_token(tmp_path: Path) -> N
     assert "security token included in the request is invalid" in str(raised.value)
 
 
-@pytest.mark.parametrize(
-    ("changes", "text"),
-    [
-        ({"secret_access_key": SecretStr("wrong")}, "signature we calculated does not match"),
-        ({"access_key_id": "AKIAUNKNOWN000000001"}, "security token included"),
-        ({"region": "us-west-2"}, "scoped to a valid region"),
-    ],
-)
-async def test_wrong_credentials_are_a_long_transient_error(
-    sim: Simulator, changes: dict[str, Any], text: str
-) -> None:
-    # The region changes the host SES would be at, not base_url: the simulator sees the scope.
-    adapter = SesProvider("ses", ses_account(sim, **changes))
-    try:
-        with pytest.raises(TransientError) as raised:
-            await adapter.send(make_message())
-    finally:
-        await adapter.close()
-    assert raised.value.reason == "credentials" and raised.value.effect is None
-    assert raised.value.retry_after == 300
-    assert text in str(raised.value)
-    assert sim.state("ses").received == []
-
-
 async def test_a_stale_clock_is_refused_as_credentials(sim: Simulator) -> None:
     """AWS refuses a signature more than five minutes off its clock (our clock is wrong)."""
     adapter = SesProvider("ses", ses_account(sim), clock=lambda: 1_700_000_000.0)
@@ -446,63 +422,6 @@ async def test_a_stale_clock_is_refused_as_credentials(sim: Simulator) -> None:
         await adapter.close()
     assert raised.value.reason == "credentials"
     assert "Signature expired" in str(raised.value)
-
-
-@pytest.mark.parametrize(
-    ("error", "kind", "reason", "retry_after"),
-    [
-        ("MessageRejected", PermanentError, "MessageRejected", None),
-        ("EmailNotVerified", TransientError, "identity_not_verified", 300),
-        (
-            "MailFromDomainNotVerifiedException",
-            TransientError,
-            "MailFromDomainNotVerifiedException",
-            300,
-        ),
-        ("AccountSuspendedException", TransientError, "AccountSuspendedException", 300),
-        ("SendingPausedException", TransientError, "SendingPausedException", 300),
-        ("NotFoundException", TransientError, "NotFoundException", 300),
-        ("TooManyRequestsException", TransientError, "rate_limited", None),
-        ("LimitExceededException", TransientError, "rate_limited", None),
-        ("BadRequestException", PermanentError, "bad_request", None),
-        ("500", TransientError, "http_500", None),
-        ("503", TransientError, "http_503", None),
-        ("413", PoisonError, "payload_too_large", None),
-        ("409", PermanentError, "http_409", None),
-    ],
-)
-async def test_classifies_each_error(
-    sim: Simulator,
-    provider: SesProvider,
-    error: str,
-    kind: type[Exception],
-    reason: str,
-    retry_after: float | None,
-) -> None:
-    sim.state("ses").script("ada@example.com", error)
-
-    with pytest.raises(kind) as raised:
-        await provider.send(make_message())
-
-    assert type(raised.value) is kind
-    assert raised.value.reason == reason  # type: ignore[attr-defined]
-    assert raised.value.retry_after == retry_after  # type: ignore[attr-defined]
-    assert raised.value.effect is None  # type: ignore[attr-defined]
-    assert sim.state("ses").received == []
-
-
-async def test_rate_limit_and_outage_are_transient(sim: Simulator, provider: SesProvider) -> None:
-    state = sim.state("ses")
-    state.behaviour = Behaviour(rate_limit=1.0)
-    await provider.send(make_message())
-    with pytest.raises(TransientError) as throttled:
-        await provider.send(make_message())
-    assert throttled.value.reason == "rate_limited"
-    assert "Maximum sending rate exceeded" in str(throttled.value)
-    state.behaviour = Behaviour(down=True)
-    with pytest.raises(TransientError) as down:
-        await provider.send(make_message())
-    assert down.value.reason == "http_503"
 
 
 def test_error_types_are_read_as_botocore_reads_them() -> None:
@@ -518,24 +437,6 @@ def test_error_types_are_read_as_botocore_reads_them() -> None:
     assert error_type(header) == ("MessageRejected", "Illegal header")
     assert error_type(body_only) == ("SendingPausedException", "paused")
     assert error_type(neither) == (None, "<html>Bad Gateway</html>")
-
-
-async def test_no_answer_is_transient_and_ambiguous_only_after_sending(
-    sim: Simulator,
-) -> None:
-    refused = SesProvider("ses", ses_account(sim, base_url=f"http://127.0.0.1:{free_port()}"))
-    sim.state("ses").behaviour = Behaviour(latency_ms=1000)
-    slow = SesProvider("ses", ses_account(sim, timeout=0.2))
-    try:
-        with pytest.raises(TransientError) as unreachable:
-            await refused.send(make_message())
-        with pytest.raises(TransientError) as timed_out:
-            await slow.send(make_message())
-    finally:
-        await refused.close()
-        await slow.close()
-    assert not unreachable.value.ambiguous
-    assert timed_out.value.ambiguous and timed_out.value.reason == "no_answer"
 
 
 async def test_the_simulator_checks_signatures_made_by_botocore(sim: Simulator) -> None:

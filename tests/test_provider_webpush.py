@@ -144,33 +144,6 @@ async def test_a_payload_over_4096_bytes_encrypted_is_poison_before_sending(
     assert sim.state("webpush").counts["requests"] == 0
 
 
-@pytest.mark.parametrize(
-    ("error", "kind", "reason", "retry_after"),
-    [
-        ("413", PoisonError, "payload_too_large", None),
-        ("429", TransientError, "rate_limited", 1.0),
-        ("rate_limited", TransientError, "rate_limited", 1.0),
-        ("500", TransientError, "http_500", 1.0),
-        ("outage", TransientError, "http_503", 1.0),
-        ("400", TransientError, "bad_request", 300.0),
-        ("401", TransientError, "vapid_unauthorized", 300.0),
-        ("403", TransientError, "vapid_forbidden", 300.0),
-        ("404", PermanentError, "subscription_not_found", None),
-        ("409", PermanentError, "http_409", None),
-    ],
-)
-async def test_push_service_answers_are_classified(
-    sim: Simulator, error: str, kind: type[Exception], reason: str, retry_after: float | None
-) -> None:
-    token = subscription(sim)
-    sim.state("webpush").script(json.loads(token)["endpoint"], error)
-    async with adapter(sim) as provider:
-        with pytest.raises(kind) as caught:
-            await provider.send(push(token))
-    assert isinstance(caught.value, PoisonError | TransientError | PermanentError)
-    assert (caught.value.reason, caught.value.retry_after) == (reason, retry_after)
-
-
 async def test_another_application_servers_key_is_a_configuration_error(sim: Simulator) -> None:
     """A subscription made for another VAPID key: 403, retried late, the device kept."""
     other = b64url(raw_public(ec.generate_private_key(ec.SECP256R1())))
@@ -182,21 +155,6 @@ async def test_another_application_servers_key_is_a_configuration_error(sim: Sim
         300.0,
         None,
     )
-
-
-async def test_private_and_plain_http_endpoints_need_the_accounts_permission(
-    sim: Simulator,
-) -> None:
-    token = subscription(sim)
-    async with adapter(sim, allow_private=False) as provider:
-        with pytest.raises(PermanentError) as private:
-            await provider.send(push(token))
-    async with adapter(sim, allow_insecure=False) as provider:
-        with pytest.raises(PermanentError) as insecure:
-            await provider.send(push(token))
-    assert (private.value.reason, insecure.value.reason) == ("private_target", "insecure_target")
-    assert private.value.effect is None and insecure.value.effect is None
-    assert sim.state("webpush").counts["requests"] == 0
 
 
 async def test_a_token_that_is_no_subscription_fails_without_deactivating(
