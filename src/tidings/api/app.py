@@ -23,6 +23,7 @@ from tidings.api.routes import (
     campaigns,
     dashboard,
     deadletters,
+    email_webhooks,
     engagement,
     events,
     health,
@@ -64,6 +65,7 @@ ROUTERS = (
     webhook_endpoints.router,
     unsubscribe.router,
     engagement.router,
+    email_webhooks.router,
     ses_webhooks.router,
     # After the routes above: /{kind}/{account} would match their paths too.
     callbacks.router,

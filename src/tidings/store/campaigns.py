@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tidings.states import Status
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.intake import NotificationDraft, insert_postgres, insert_sqlite
 from tidings.store.schema import campaign, delivery
@@ -135,8 +136,7 @@ async def claim_due(
     async with db.engine.connect() as conn:
         if (await conn.execute(due)).first() is None:
             return None
-    if db.is_postgres:
-        due = due.with_for_update(skip_locked=True)
+    due = db.dialect.locked(due, skip_locked=True)
     statement = (
         sa.update(campaign)
         .where(campaign.c.id == due.scalar_subquery(), _claimable(now))
@@ -199,21 +199,38 @@ async def store_page(
     """Insert the page's notifications and deliveries and advance the cursor, in one
     transaction; False (nothing stored) when the fence is lost."""
     try:
-        if db.is_postgres:
-            async with db.asyncpg() as conn, conn.transaction():
-                inserted = await insert_postgres(conn, page.drafts, now)
-                await _advance_postgres(
-                    conn, campaign_id, expander, page, inserted, now, lease_until
-                )
-        else:
-            async with db.engine.begin() as conn:
-                inserted = await insert_sqlite(conn, page.drafts, now)
-                statement = _advance(campaign_id, expander, page, inserted, now, lease_until)
-                if (await conn.execute(statement)).rowcount == 0:
-                    raise FenceLost
+        await _store_page.of(db)(db, campaign_id, expander, page, now, lease_until)
     except FenceLost:
         return False
     return True
+
+
+async def _store_page_postgres(
+    db: Database,
+    campaign_id: uuid.UUID,
+    expander: str,
+    page: PageOfExpansion,
+    now: datetime,
+    lease_until: datetime,
+) -> None:
+    async with db.asyncpg() as conn, conn.transaction():
+        inserted = await insert_postgres(conn, page.drafts, now)
+        await _advance_postgres(conn, campaign_id, expander, page, inserted, now, lease_until)
+
+
+async def _store_page_sqlite(
+    db: Database,
+    campaign_id: uuid.UUID,
+    expander: str,
+    page: PageOfExpansion,
+    now: datetime,
+    lease_until: datetime,
+) -> None:
+    async with db.engine.begin() as conn:
+        inserted = await insert_sqlite(conn, page.drafts, now)
+        statement = _advance(campaign_id, expander, page, inserted, now, lease_until)
+        if (await conn.execute(statement)).rowcount == 0:
+            raise FenceLost  # rolls the page back
 
 
 def _advance_values(
@@ -287,6 +304,9 @@ async def _advance_postgres(
     )
     if result == "UPDATE 0":
         raise FenceLost  # rolls the page back
+
+
+_store_page = Variants(postgres=_store_page_postgres, sqlite=_store_page_sqlite)
 
 
 async def finish_sent(db: Database, now: datetime) -> int:

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from tidings.ids import new_id
 from tidings.priorities import Priority
 from tidings.states import FailureKind, Status
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables
 from tidings.store.partitions import partition_name
@@ -123,9 +124,7 @@ async def claim_due(
     if limit <= 0:
         return []
     wanted = sorted(channels) if channels is not None else None
-    if db.is_postgres:
-        return await _claim_postgres(db, priority, limit, now, lease_until, wanted)
-    return await _claim_sqlite(db, priority, limit, now, lease_until, wanted)
+    return await _claim.of(db)(db, priority, limit, now, lease_until, wanted)
 
 
 # Concurrent dispatchers skip each other's locked rows. Plain SQL through asyncpg: this runs
@@ -260,6 +259,9 @@ async def _claim_sqlite(
         )
         parents = {row.notification_id: row._mapping for row in found}
     return [claimed_from_row({**row._mapping, **parents[row.notification_id]}) for row in claimed]
+
+
+_claim = Variants(postgres=_claim_postgres, sqlite=_claim_sqlite)
 
 
 def event_row(

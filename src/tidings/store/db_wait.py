@@ -39,7 +39,7 @@ async def wait_for_database(db: Database, max_delay: float = MAX_DELAY) -> int:
     """Return once ``SELECT 1`` succeeds on PostgreSQL (at once on SQLite); retry an
     unreachable database with a doubling, jittered delay up to ``max_delay``. Returns how
     many tries failed."""
-    if not db.is_postgres:
+    if not db.dialect.server:
         return 0
     delay = FIRST_DELAY
     failed = 0

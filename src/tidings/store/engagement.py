@@ -52,10 +52,9 @@ async def record_once(
         delivery_event.c.delivery_id == delivery_id, delivery_event.c.kind == kind
     )
     async with db.engine.begin() as conn:
-        if db.is_postgres:
-            # Two at once: the second waits for the first's commit, then sees its event.
-            lock = sa.select(delivery.c.id).where(delivery.c.id == delivery_id)
-            await conn.execute(lock.with_for_update())
+        # Two at once: the second waits for the first's commit, then sees its event.
+        lock = sa.select(delivery.c.id).where(delivery.c.id == delivery_id)
+        await conn.execute(db.dialect.locked(lock))
         result = await conn.execute(_insert(delivery_id, kind, detail, now, ~seen.exists()))
     return bool(result.rowcount)
 

@@ -11,7 +11,7 @@ order.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import campaign, event, notification
 
@@ -29,6 +30,22 @@ VISIBLE = sa.text("event.txid < pg_snapshot_xmin(pg_current_snapshot())::text::b
 class Cursor:
     txid: int
     id: int
+
+
+@dataclass(frozen=True)
+class _LogOrder:
+    """A dialect's order of the log (module docstring): its key's columns of a table (the log
+    or a window of it), a cursor's values of that key, and which rows may be read yet."""
+
+    key: Callable[[Any], tuple[Any, ...]]
+    place: Callable[[Cursor], tuple[int, ...]]
+    visible: sa.ColumnElement[bool] | sa.TextClause | None
+
+
+_ORDER = Variants(
+    postgres=_LogOrder(lambda c: (c.txid, c.id), lambda at: (at.txid, at.id), VISIBLE),
+    sqlite=_LogOrder(lambda c: (c.id,), lambda at: (at.id,), None),
+)
 
 
 @dataclass(frozen=True)
@@ -127,9 +144,7 @@ async def read_page(
 def _window_end(db: Database, after: Cursor | None) -> sa.Select[Any]:
     """The last place of the next SCAN rows of the log, with how many rows that is."""
     window = in_order(db, sa.select(event.c.txid, event.c.id), after).limit(SCAN).subquery()
-    last = (
-        [window.c.id.desc()] if not db.is_postgres else [window.c.txid.desc(), window.c.id.desc()]
-    )
+    last = [column.desc() for column in _ORDER.of(db).key(window.c)]
     rows = sa.func.count().over().label("rows")
     return sa.select(window.c.txid, window.c.id, rows).order_by(*last).limit(1)
 
@@ -163,23 +178,26 @@ def _page_query(
 
 
 def _at_most(db: Database, upto: Cursor) -> sa.ColumnElement[bool]:
-    if db.is_postgres:
-        return sa.tuple_(event.c.txid, event.c.id) <= sa.tuple_(upto.txid, upto.id)
-    return event.c.id <= upto.id
+    order = _ORDER.of(db)
+    condition: sa.ColumnElement[bool] = _key(order.key(event.c)) <= _key(order.place(upto))
+    return condition
+
+
+def _key(values: tuple[Any, ...]) -> Any:
+    """A one-column key is that column (SQLite's), a longer one a row value."""
+    return values[0] if len(values) == 1 else sa.tuple_(*values)
 
 
 def in_order(db: Database, query: sa.Select[Any], after: Cursor | None) -> sa.Select[Any]:
     """``query`` over the event log: after ``after``, in the log's order, only what no
     running transaction can still precede (module docstring)."""
-    if db.is_postgres:
-        query = query.where(VISIBLE).order_by(event.c.txid, event.c.id)
-        if after is not None:
-            query = query.where(
-                sa.tuple_(event.c.txid, event.c.id) > sa.tuple_(after.txid, after.id)
-            )
-        return query
-    query = query.order_by(event.c.id)
-    return query if after is None else query.where(event.c.id > after.id)
+    order = _ORDER.of(db)
+    if order.visible is not None:
+        query = query.where(order.visible)
+    query = query.order_by(*order.key(event.c))
+    return (
+        query if after is None else query.where(_key(order.key(event.c)) > _key(order.place(after)))
+    )
 
 
 def read_rows(rows: Sequence[Any]) -> list[Event]:

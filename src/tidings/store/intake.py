@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.priorities import Channel, Priority
 from tidings.states import Status
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, idempotency_key, notification
 from tidings.store.wakeup import notify_postgres
@@ -93,10 +94,7 @@ async def accept(
     firsts = sorted(_first_per_key(drafts), key=lambda d: (d.namespace, d.idempotency_key))
     if not firsts:
         return []
-    if db.is_postgres:
-        inserted = await _insert_postgres(db, firsts, now)
-    else:
-        inserted = await _insert_sqlite(db, firsts, now)
+    inserted = await _insert.of(db)(db, firsts, now)
     # Committed rows never change their key, hash or delivery ids: read them afterwards.
     existing = await _existing(db, [d for d in drafts if d.id not in inserted])
     return [_result(draft, inserted, existing) for draft in drafts]
@@ -232,6 +230,9 @@ async def insert_postgres(
     if any(_wakes_high(draft, now) for draft in new):
         await notify_postgres(conn, Priority.HIGH)
     return {draft.id for draft in new}
+
+
+_insert = Variants(postgres=_insert_postgres, sqlite=_insert_sqlite)
 
 
 def _by_key(drafts: Sequence[NotificationDraft], found: Sequence[Any]) -> list[NotificationDraft]:

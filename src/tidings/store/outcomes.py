@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.states import Effect, FailureKind, Status
 from tidings.store.claims import ClaimedDelivery, event_row
+from tidings.store.dialects import Variants
 from tidings.store.effects import apply_effects
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables, delivery_day
@@ -353,7 +354,7 @@ async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetim
     """
     if not outcomes:
         return
-    partitioned = db.is_postgres and (await day_tables(db, now.astimezone(UTC).date())).partitioned
+    partitioned = await _partitioned(db, now)
     try:
         await _write_batch(db, outcomes, now, partitioned)
     except Exception as error:
@@ -367,12 +368,23 @@ async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetim
 async def _write_batch(
     db: Database, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
 ) -> None:
-    if db.is_postgres and not any(o.effect for o in outcomes):
-        await _write_postgres(db, outcomes, now, partitioned)  # the hot path: no effects
+    if not any(o.effect for o in outcomes):
+        await _write_quiet.of(db)(db, outcomes, now, partitioned)  # the hot path: no effects
         return
+    await _write_with_effects(db, outcomes, now, partitioned)
+
+
+async def _write_with_effects(
+    db: Database, outcomes: Sequence[Outcome], now: datetime, partitioned: bool
+) -> None:
     async with db.engine.begin() as conn:
         await _write(conn, outcomes, now, partitioned)
         await apply_effects(db, conn, outcomes, now)
+
+
+async def _partitioned(db: Database, now: datetime) -> bool:
+    """Whether outcomes name their day's partition (store/partition_days.py)."""
+    return db.dialect.partitions and (await day_tables(db, now.astimezone(UTC).date())).partitioned
 
 
 def _no_table(error: BaseException) -> bool:
@@ -436,6 +448,10 @@ async def _write_postgres(
                 )
 
 
+# SQLite: the batch's one transaction holds the write lock either way.
+_write_quiet = Variants(postgres=_write_postgres, sqlite=_write_with_effects)
+
+
 def _outcome_event(outcome: Outcome, now: datetime) -> dict[str, Any]:
     assert outcome.event is not None
     return event_row(outcome.delivery_id, outcome.event, now, outcome.event_detail)
@@ -474,7 +490,7 @@ async def mark_sends_started(
     failed is no longer this attempt's (its lease expired): it must not be sent."""
     if not starts:
         return set()
-    partitioned = db.is_postgres and (await day_tables(db, now.astimezone(UTC).date())).partitioned
+    partitioned = await _partitioned(db, now)
     try:
         return await _mark(db, starts, now, partitioned)
     except Exception as error:
@@ -486,8 +502,12 @@ async def mark_sends_started(
 async def _mark(
     db: Database, starts: Sequence[SendStart], now: datetime, partitioned: bool
 ) -> set[uuid.UUID]:
-    if not db.is_postgres:
-        return await _mark_sqlite(db, starts, now)
+    return await _mark_in.of(db)(db, starts, now, partitioned)
+
+
+async def _mark_postgres(
+    db: Database, starts: Sequence[SendStart], now: datetime, partitioned: bool
+) -> set[uuid.UUID]:
     groups: dict[tuple[str, str], list[SendStart]] = {}
     for start in starts:
         target = _pg_target(start.delivery_id, partitioned) if partitioned else ("delivery", "")
@@ -507,7 +527,10 @@ async def _mark(
     return marked
 
 
-async def _mark_sqlite(db: Database, starts: Sequence[SendStart], now: datetime) -> set[uuid.UUID]:
+async def _mark_sqlite(
+    db: Database, starts: Sequence[SendStart], now: datetime, partitioned: bool
+) -> set[uuid.UUID]:
+    del partitioned  # never on SQLite
     marked: set[uuid.UUID] = set()
     async with db.engine.begin() as conn:
         for start in starts:
@@ -523,6 +546,9 @@ async def _mark_sqlite(db: Database, starts: Sequence[SendStart], now: datetime)
             )
             marked.update(row.id for row in await conn.execute(statement))
     return marked
+
+
+_mark_in = Variants(postgres=_mark_postgres, sqlite=_mark_sqlite)
 
 
 async def reachable(db: Database) -> bool:

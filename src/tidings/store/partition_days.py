@@ -138,7 +138,7 @@ async def day_tables(db: Database, today: date) -> DayTables:
     """This process's ``DayTables`` of ``db``, refreshed when over a minute old. Never
     partitioned on SQLite."""
     tables = _tables(db)
-    if db.is_postgres and tables.stale():
+    if db.dialect.partitions and tables.stale():
         async with tables.lock:
             if tables.stale():
                 await tables.refresh(db, today)
@@ -148,6 +148,6 @@ async def day_tables(db: Database, today: date) -> DayTables:
 async def refresh(db: Database, today: date) -> None:
     """Refresh at once (the partition maintenance made or dropped days)."""
     tables = _tables(db)
-    if db.is_postgres:
+    if db.dialect.partitions:
         async with tables.lock:
             await tables.refresh(db, today)

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tidings.ids import day_bound
 from tidings.states import Status
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.log_retention import LogPruned, delete_in_batches, prune_log
 from tidings.store.schema import (
@@ -146,7 +147,7 @@ def days_between(first: date, last: date) -> list[date]:
 async def is_partitioned(db: Database) -> bool:
     """Whether this database's tables are on day partitions (migration 0026 or `tidings
     partitions enable`)."""
-    if not db.is_postgres:
+    if not db.dialect.partitions:
         return False
     async with db.asyncpg() as conn:
         found: int = await conn.fetchval(_PARTITIONED_PARENTS)
@@ -215,7 +216,7 @@ async def enable_partitions(db: Database, today: date, ahead: int) -> Conversion
     make a partition per day from the oldest row's day to ``today + ahead``, copy the rows,
     drop the old tables. The tables are locked exclusively throughout (reads and writes
     wait): run it in a quiet moment."""
-    if not db.is_postgres:
+    if not db.dialect.partitions:
         raise PartitionsUnavailable(
             "day partitions need PostgreSQL; on SQLite retention deletes old rows in batches"
         )
@@ -411,10 +412,8 @@ async def run_retention(
     cutoff = now.astimezone(UTC).date() - timedelta(days=retention_days)
     if await is_partitioned(db):
         await _drop_old_days(db, cutoff, report)
-    elif db.is_postgres:
-        report.notifications_deleted = await _delete_once_in_fleet(db, cutoff)
     else:
-        report.notifications_deleted = await delete_old_rows(db, cutoff)
+        report.notifications_deleted = await _delete_old.of(db)(db, cutoff)
     report.keys_deleted = await prune_keys(db, now - timedelta(days=idempotency_days))
     report.log = await prune_log(db, cutoff)
     return report
@@ -572,6 +571,10 @@ async def delete_old_rows(db: Database, cutoff: date, batch: int = DELETE_BATCH)
             if ids:
                 await _delete_notifications(conn, ids)
             total += len(ids)
+
+
+# Plain tables: SQLite has one process writing at a time anyway.
+_delete_old = Variants(postgres=_delete_once_in_fleet, sqlite=delete_old_rows)
 
 
 async def _old_page(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import preference
 from tidings.store.upsert import upsert
@@ -54,19 +56,29 @@ async def of_users(db: Database, user_ids: Collection[str]) -> dict[str, UserPre
     """Stored preferences of those users that have any (one query)."""
     if not user_ids:
         return {}
-    if db.is_postgres:  # one array parameter instead of an IN list rendered per call
-        async with db.asyncpg() as conn:
-            rows = await conn.fetch(_PG_OF_USERS, list(user_ids))
-    else:
-        query = sa.select(preference).where(preference.c.user_id.in_(list(user_ids)))
-        async with db.engine.connect() as conn:
-            rows = [row._mapping for row in await conn.execute(query)]
+    rows = await _of_users.of(db)(db, list(user_ids))
     found: dict[str, dict[tuple[str, str], bool]] = {}
     for row in rows:
         found.setdefault(row["user_id"], {})[(row["category"], row["channel"])] = row["enabled"]
     return dict(found)
 
 
+# PostgreSQL: one array parameter instead of an IN list rendered per call.
 _PG_OF_USERS = """
 SELECT user_id, category, channel, enabled FROM preference WHERE user_id = ANY($1::text[])
 """
+
+
+async def _of_users_postgres(db: Database, user_ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    async with db.asyncpg() as conn:
+        rows: Sequence[Mapping[Any, Any]] = await conn.fetch(_PG_OF_USERS, user_ids)
+    return rows
+
+
+async def _of_users_sqlite(db: Database, user_ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    query = sa.select(preference).where(preference.c.user_id.in_(user_ids))
+    async with db.engine.connect() as conn:
+        return [row._mapping for row in await conn.execute(query)]
+
+
+_of_users = Variants(postgres=_of_users_postgres, sqlite=_of_users_sqlite)

@@ -195,8 +195,7 @@ async def rotate(
     query = sa.select(webhook_endpoint).where(
         webhook_endpoint.c.id == endpoint_id, webhook_endpoint.c.namespace == namespace
     )
-    if db.is_postgres:
-        query = query.with_for_update()
+    query = db.dialect.locked(query)
     async with db.engine.begin() as conn:
         row = (await conn.execute(query)).first()
         if row is None:
@@ -240,8 +239,8 @@ async def _fan_out_one(db: Database, endpoint_id: uuid.UUID, limit: int, now: da
     locked = sa.select(webhook_endpoint).where(
         webhook_endpoint.c.id == endpoint_id, webhook_endpoint.c.status == ACTIVE
     )
-    if db.is_postgres:  # another dispatcher fanning it out now: leave it to that one
-        locked = locked.with_for_update(skip_locked=True)
+    # Another dispatcher fanning it out now: leave it to that one.
+    locked = db.dialect.locked(locked, skip_locked=True)
     async with db.engine.begin() as conn:
         row = (await conn.execute(locked)).first()
         if row is None:
@@ -351,8 +350,7 @@ async def claim(
     """Lease up to ``limit`` due messages (of one endpoint, if given), the oldest unsent of
     each notification only."""
     due = _due(now, limit, endpoint_id)
-    if db.is_postgres:
-        due = due.with_for_update(of=webhook_message, skip_locked=True)
+    due = db.dialect.locked(due, of=webhook_message, skip_locked=True)
     statement = (
         sa.update(webhook_message)
         .where(webhook_message.c.id.in_(due.scalar_subquery()))

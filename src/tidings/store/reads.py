@@ -74,8 +74,7 @@ async def get_notification(
     these reads must not show its event beside the row as it was before (a delivery
     SENDING with a "deferred" last event)."""
     async with db.engine.connect() as conn:
-        if db.is_postgres:
-            conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        conn = await db.dialect.snapshot(conn)
         row = (
             await conn.execute(
                 sa.select(notification).where(

@@ -47,8 +47,8 @@ def type_scope(namespace: str, type_name: str, day: date) -> str:
 async def fold(db: Database, limit: int = 2000) -> int:
     """Count the next events into the reports; how many were folded."""
     cursor_query = sa.select(report_cursor).where(report_cursor.c.name == CURSOR)
-    if db.is_postgres:  # another dispatcher folding now: leave it to that one
-        cursor_query = cursor_query.with_for_update(skip_locked=True)
+    # Another dispatcher folding now: leave it to that one.
+    cursor_query = db.dialect.locked(cursor_query, skip_locked=True)
     async with db.engine.begin() as conn:
         cursor = (await conn.execute(cursor_query)).first()
         if cursor is None:

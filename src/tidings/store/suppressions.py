@@ -9,6 +9,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import suppression
 from tidings.store.upsert import upsert
@@ -70,13 +71,22 @@ async def suppressed(db: Database, pairs: Collection[Pair]) -> set[Pair]:
     """Which of ``pairs`` are on the list (one query)."""
     if not pairs:
         return set()
-    if db.is_postgres:
-        channels, addresses = zip(*pairs, strict=True)
-        async with db.asyncpg() as conn:
-            rows = await conn.fetch(_PG_SUPPRESSED, channels, addresses)
-        return {(row[0], row[1]) for row in rows}
+    return await _suppressed.of(db)(db, pairs)
+
+
+async def _suppressed_postgres(db: Database, pairs: Collection[Pair]) -> set[Pair]:
+    channels, addresses = zip(*pairs, strict=True)
+    async with db.asyncpg() as conn:
+        rows = await conn.fetch(_PG_SUPPRESSED, channels, addresses)
+    return {(row[0], row[1]) for row in rows}
+
+
+async def _suppressed_sqlite(db: Database, pairs: Collection[Pair]) -> set[Pair]:
     query = sa.select(suppression.c.channel, suppression.c.address).where(
         sa.tuple_(suppression.c.channel, suppression.c.address).in_(list(pairs))
     )
     async with db.engine.connect() as conn:
         return {(row.channel, row.address) for row in await conn.execute(query)}
+
+
+_suppressed = Variants(postgres=_suppressed_postgres, sqlite=_suppressed_sqlite)

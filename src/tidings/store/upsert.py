@@ -6,14 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tidings.store.engine import Database
 
 
 def insert(db: Database, table: sa.Table) -> Any:
     """The dialect's INSERT, which has ``on_conflict_do_*``."""
-    return postgresql.insert(table) if db.is_postgres else sqlite.insert(table)
+    return db.dialect.insert(table)
 
 
 async def upsert(db: Database, table: sa.Table, keys: Sequence[str], row: dict[str, Any]) -> None:

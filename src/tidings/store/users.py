@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import device, user_profile
 from tidings.store.upsert import upsert
@@ -99,15 +100,25 @@ _PG_USERS = "SELECT {} FROM user_profile WHERE id = ANY($1::text[])".format(
 async def get_users(db: Database, ids: Collection[str]) -> dict[str, UserProfile]:
     if not ids:
         return {}
-    if db.is_postgres:
-        async with db.asyncpg() as conn:
-            rows = await conn.fetch(_PG_USERS, list(ids))
-        return {
-            row["id"]: UserProfile(**{name: row[name] for name in _PROFILE_COLUMNS}) for row in rows
-        }
-    query = sa.select(user_profile).where(user_profile.c.id.in_(list(ids)))
+    rows = await _profiles.of(db)(db, list(ids))
+    return {
+        row["id"]: UserProfile(**{name: row[name] for name in _PROFILE_COLUMNS}) for row in rows
+    }
+
+
+async def _profiles_postgres(db: Database, ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    async with db.asyncpg() as conn:
+        rows: Sequence[Mapping[Any, Any]] = await conn.fetch(_PG_USERS, ids)
+    return rows
+
+
+async def _profiles_sqlite(db: Database, ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    query = sa.select(user_profile).where(user_profile.c.id.in_(ids))
     async with db.engine.connect() as conn:
-        return {row.id: UserProfile.from_row(row) for row in await conn.execute(query)}
+        return [row._mapping for row in await conn.execute(query)]
+
+
+_profiles = Variants(postgres=_profiles_postgres, sqlite=_profiles_sqlite)
 
 
 async def get_user(db: Database, user_id: str) -> UserProfile | None:
@@ -164,17 +175,7 @@ SELECT user_id, token, active FROM device WHERE user_id = ANY($1::text[]) ORDER 
 async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[str, list[str]]:
     if not user_ids:
         return {}
-    if db.is_postgres:
-        async with db.asyncpg() as conn:
-            rows = await conn.fetch(_PG_DEVICES, list(user_ids))
-    else:
-        query = (
-            sa.select(device.c.user_id, device.c.token, device.c.active)
-            .where(device.c.user_id.in_(list(user_ids)))
-            .order_by(device.c.created_at)
-        )
-        async with db.engine.connect() as conn:
-            rows = [row._mapping for row in await conn.execute(query)]
+    rows = await _devices.of(db)(db, list(user_ids))
     # Every user with a device gets an entry, an empty list when none is active: such a
     # user is known (it registered devices), only without a working one.
     tokens: dict[str, list[str]] = {}
@@ -183,3 +184,22 @@ async def active_device_tokens(db: Database, user_ids: Collection[str]) -> dict[
         if row["active"]:
             active.append(row["token"])
     return tokens
+
+
+async def _devices_postgres(db: Database, user_ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    async with db.asyncpg() as conn:
+        rows: Sequence[Mapping[Any, Any]] = await conn.fetch(_PG_DEVICES, user_ids)
+    return rows
+
+
+async def _devices_sqlite(db: Database, user_ids: list[str]) -> Sequence[Mapping[Any, Any]]:
+    query = (
+        sa.select(device.c.user_id, device.c.token, device.c.active)
+        .where(device.c.user_id.in_(user_ids))
+        .order_by(device.c.created_at)
+    )
+    async with db.engine.connect() as conn:
+        return [row._mapping for row in await conn.execute(query)]
+
+
+_devices = Variants(postgres=_devices_postgres, sqlite=_devices_sqlite)
