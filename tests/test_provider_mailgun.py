@@ -34,12 +34,13 @@ from tidings.providers.base import (
     Message,
     PoisonError,
 )
-from tidings.providers.mailgun import MailgunAccount, MailgunProvider, classify
+from tidings.providers.mailgun import MailgunAccount, MailgunProvider
+from tidings.providers.mailgun import signature as mailgun_signature
+from tidings.providers.mailgun.errors import classify
 from tidings.service import Service
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.store import tracking
-from tidings.tracking import mailgun_signature
 
 KEY = "key-test-mailgun"
 DOMAIN = "mg.tidings.example.com"
@@ -192,7 +193,7 @@ async def test_the_simulator_checks_like_mailgun(sim: Simulator) -> None:
 
 
 def test_the_simulator_reads_mailgun_on_its_own() -> None:
-    for module in ("mailgun", "mailgun_events", "form_data"):
+    for module in ("mailgun/__init__", "mailgun/api", "mailgun/events", "form_data"):
         assert provider_imports(module) == [], module
 
 

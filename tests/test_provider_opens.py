@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from tidings.clock import utcnow
+from tidings.providers.mailgun.events import mailgun_event
+from tidings.providers.postmark.events import postmark_event
 from tidings.providers.sendgrid.events import sendgrid_event
-from tidings.tracking.email_events import mailgun_event, postmark_event
 
 THUNDERBIRD = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Thunderbird/128.0"
 

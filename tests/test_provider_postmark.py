@@ -35,7 +35,8 @@ from tidings.providers.base import (
     PermanentError,
     PoisonError,
 )
-from tidings.providers.postmark import PostmarkAccount, PostmarkProvider, classify
+from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
+from tidings.providers.postmark.errors import classify
 from tidings.service import Service
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -222,7 +223,7 @@ async def test_the_simulator_checks_like_postmark(sim: Simulator) -> None:
 
 
 def test_the_simulator_reads_postmark_on_its_own() -> None:
-    for module in ("postmark", "postmark_events"):
+    for module in ("postmark/__init__", "postmark/api", "postmark/events"):
         assert provider_imports(module) == [], module
 
 

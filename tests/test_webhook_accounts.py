@@ -46,7 +46,7 @@ from tidings.providers.twilio.adapter import DELIVERY_PARAM
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount
 from tidings.service import Service
-from tidings.simulator.mailgun_events import signature as mailgun_signature
+from tidings.simulator.mailgun.events import signature as mailgun_signature
 from tidings.simulator.server import Simulator
 from tidings.simulator.ses import SesSimulator
 from tidings.simulator.vonage.reports import sign as vonage_sign

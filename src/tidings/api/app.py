@@ -23,7 +23,6 @@ from tidings.api.routes import (
     campaigns,
     dashboard,
     deadletters,
-    email_webhooks,
     engagement,
     events,
     health,
@@ -65,7 +64,6 @@ ROUTERS = (
     webhook_endpoints.router,
     unsubscribe.router,
     engagement.router,
-    email_webhooks.router,
     ses_webhooks.router,
     # After the routes above: /{kind}/{account} would match their paths too.
     callbacks.router,

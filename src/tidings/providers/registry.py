@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tidings.providers.mailgun import MailgunReceiver
+from tidings.providers.postmark import PostmarkReceiver
 from tidings.providers.receivers import WebhookReceiver
 from tidings.providers.sendgrid import SendGridReceiver
 from tidings.providers.twilio import TwilioReceiver
@@ -13,6 +15,8 @@ from tidings.providers.vonage import VonageReceiver
 
 _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     SendGridReceiver(),
+    MailgunReceiver(),
+    PostmarkReceiver(),
     TwilioReceiver(),
     VonageReceiver(),
 )

@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from tidings.providers._fields import text, uuid_or_none
+from tidings.providers._fields import text, unix_time, uuid_or_none
 from tidings.states import FailureKind, Status
 from tidings.store.tracking import DeliveryKey, Failure, Tracked
 from tidings.tracking.user_agents import provider_open
@@ -58,7 +58,7 @@ def sendgrid_event(event: Mapping[str, Any], now: datetime) -> Tracked | None:
     return Tracked(
         key=DeliveryKey(uuid_or_none(event.get("delivery_id")), _sendgrid_msg_id(event)),
         kind=kind,
-        at=_timestamp(event.get("timestamp"), now),
+        at=unix_time(event.get("timestamp"), now),
         event_id=sg_event_id or _digest(event),
         status=status,
         suppress=suppress,
@@ -87,10 +87,3 @@ def _sendgrid_msg_id(event: Mapping[str, Any]) -> str | None:
     """X-Message-Id is the part of ``sg_message_id`` before its first dot."""
     sg_message_id = text(event.get("sg_message_id"))
     return sg_message_id.split(".", 1)[0] if sg_message_id else None
-
-
-def _timestamp(value: Any, now: datetime) -> datetime:
-    """The event's Unix time; ``now`` when absent or absurd."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 2**33:
-        return datetime.fromtimestamp(value, UTC)
-    return now

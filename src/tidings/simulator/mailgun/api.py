@@ -8,7 +8,7 @@ with ``from``, ``to``, ``subject`` and ``text`` or ``html`` (otherwise 400 with 
 Accepted: 200 ``{"id": "<…@domain>", "message": "Queued. Thank you."}``. Mailgun has no
 idempotency key: a repeated ``v:tidings_delivery_id`` is a second email, counted as a
 duplicate (with ``dedup`` on, answered with the first id instead). Events follow as signed
-webhooks (``tidings.simulator.mailgun_events``).
+webhooks (``events.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator import form_data
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.mailgun_events import MailgunEvents
+from tidings.simulator.mailgun.events import MailgunEvents
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "mailgun"

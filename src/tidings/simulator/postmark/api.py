@@ -12,7 +12,7 @@ Like Postmark, it marks an address that hard-bounced, complained or unsubscribed
 a later send to it is refused with ErrorCode 406. Postmark has no idempotency key: a
 repeated ``Metadata.tidings_delivery_id`` is a second email, counted as a duplicate (with
 ``dedup`` on, answered as the first). Events follow as Basic-authenticated webhooks
-(``tidings.simulator.postmark_events``).
+(``events.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.postmark_events import PostmarkEvents
+from tidings.simulator.postmark.events import PostmarkEvents
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "postmark"
