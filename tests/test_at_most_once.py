@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from tests.helpers import eventually, post, put_type
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.send_starts import SendStarts
+from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.base import Message, SendResult

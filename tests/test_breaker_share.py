@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from tests.helpers import post, put_type
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.dispatch.protection.breaker import (
     BreakerSettings,
     BreakerStatus,
@@ -25,7 +26,6 @@ from tidings.dispatch.protection.breaker import (
 )
 from tidings.dispatch.protection.breaker_share import BreakerShare
 from tidings.dispatch.protection.ratelimit import RateLimitSettings
-from tidings.dispatch.retry import RetrySettings
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings

@@ -1,4 +1,4 @@
-"""Shared send deadlines (dispatch/deadlines.py): asyncio.timeout's semantics, one timer
+"""Shared send deadlines (dispatch/pipeline/deadlines.py): asyncio.timeout's semantics, one timer
 per slice of time."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tidings.dispatch.deadlines import Deadlines
+from tidings.dispatch.pipeline.deadlines import Deadlines
 
 
 async def test_a_block_past_its_limit_raises_timeout_error_no_sooner_than_the_limit() -> None:

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
-from tidings.dispatch.retry import RetryPolicy
-from tidings.dispatch.send_checks import SendTimeChecks
-from tidings.dispatch.types import TypeRules
+from tidings.dispatch.pipeline.retry import RetryPolicy
+from tidings.dispatch.pipeline.send_checks import SendTimeChecks
+from tidings.dispatch.pipeline.types import TypeRules
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
 from tidings.store.claims import ClaimedDelivery

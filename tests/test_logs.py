@@ -451,7 +451,7 @@ def _check_request_ids(
     assert access and all(
         re.fullmatch(r"[A-Za-z0-9._-]{1,64}", e.get("request_id", "")) for e in access
     )
-    sending = [e for e in entries if e["logger"] == "tidings.dispatch.sending"]
+    sending = [e for e in entries if e["logger"] == "tidings.dispatch.pipeline.sending"]
     for request_id, body in run.answers.items():
         assert any(
             e.get("request_id") == request_id and "POST /v1/notifications" in e["msg"]

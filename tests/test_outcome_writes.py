@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from tests.helpers import post, put_type
 from tidings.clock import utcnow
-from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.priorities import Priority
 from tidings.service import Service
 from tidings.states import Effect, FailureKind, Status

@@ -34,10 +34,10 @@ from tests.helpers import eventually, post, put_type
 from tidings.api.app import create_app
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
+from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.protection.ratelimit import LocalRateLimiter
-from tidings.dispatch.retry import RetrySettings
 from tidings.priorities import Priority
 from tidings.providers.chains import ProviderSet
 from tidings.providers.sink import NoopProvider

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidings.api.schemas import RetryOverrides
-from tidings.dispatch.retry import MAX_RETRY_AFTER, RetryPolicy, RetrySettings
+from tidings.dispatch.pipeline.retry import MAX_RETRY_AFTER, RetryPolicy, RetrySettings
 from tidings.states import FailureKind
 
 # One microsecond: timedelta(seconds=x) rounds x to the nearest microsecond.

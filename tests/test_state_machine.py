@@ -46,9 +46,10 @@ from hypothesis.stateful import (
 )
 
 from tidings.content.catalog import TemplateCatalog
-from tidings.dispatch.attempt import Composer, Sender, Target, precheck
-from tidings.dispatch.retry import RetryPolicy
-from tidings.dispatch.types import TypeRules
+from tidings.dispatch.pipeline.attempt import Composer, Sender, Target
+from tidings.dispatch.pipeline.retry import RetryPolicy
+from tidings.dispatch.pipeline.send_checks import precheck
+from tidings.dispatch.pipeline.types import TypeRules
 from tidings.ids import new_id
 from tidings.priorities import Priority
 from tidings.providers.base import (

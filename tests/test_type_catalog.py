@@ -12,8 +12,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tidings.dispatch.retry import RetryPolicy
-from tidings.dispatch.types import TypeRulebook
+from tidings.dispatch.pipeline.retry import RetryPolicy
+from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.store.engine import Database
 from tidings.store.types import NotificationType, TypeCatalog, put_type
 

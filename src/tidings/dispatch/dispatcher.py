@@ -3,7 +3,7 @@
 In direct mode (``tidings dispatch``) its lanes claim due rows from the database and it
 expands campaigns too; as a Kafka worker (``tidings worker``, a ``WorkerPlan``) its lanes
 consume the relays' topics (dispatch/kafka_lane.py) and the relays expand campaigns. Both
-send through the same pipeline (dispatch/sending.py)."""
+send through the same pipeline (dispatch/pipeline/sending.py)."""
 
 from __future__ import annotations
 
@@ -18,21 +18,21 @@ from datetime import timedelta
 
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
-from tidings.dispatch.attempt import Composer, Sender
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
-from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.pipeline.attempt import Composer, Sender
+from tidings.dispatch.pipeline.outcomes import OutcomeWriter
+from tidings.dispatch.pipeline.retry import RetryPolicy
+from tidings.dispatch.pipeline.send_checks import SendTimeChecks
+from tidings.dispatch.pipeline.send_starts import SendStarts
+from tidings.dispatch.pipeline.sending import LaneContext
+from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.dispatch.protection.breaker_share import BreakerShare
 from tidings.dispatch.protection.coordination import Coordination
 from tidings.dispatch.protection.guard_sync import GuardSync
 from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.reaping import reap_every
 from tidings.dispatch.retention import RetentionPlan, maintain_every
-from tidings.dispatch.retry import RetryPolicy
-from tidings.dispatch.send_checks import SendTimeChecks
-from tidings.dispatch.send_starts import SendStarts
-from tidings.dispatch.sending import LaneContext
-from tidings.dispatch.types import TypeRulebook
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider

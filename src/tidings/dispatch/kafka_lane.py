@@ -24,8 +24,8 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.pipeline.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.progress import LaneProgress, LaneWatch
-from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery

@@ -1,5 +1,5 @@
 """A direct lane: the claim loop of one priority, with its own concurrency; what it claims
-is sent by the shared pipeline (dispatch/sending.py)."""
+is sent by the shared pipeline (dispatch/pipeline/sending.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import timedelta
 
 from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.pipeline.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.dispatch.progress import LaneWatch
-from tidings.dispatch.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.lane_work import has_due

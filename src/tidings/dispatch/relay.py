@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaProducer
 
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
+from tidings.dispatch.pipeline.sending import error_name
 from tidings.dispatch.reaping import reap_every
-from tidings.dispatch.sending import error_name
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.service import Service

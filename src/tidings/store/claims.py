@@ -338,7 +338,8 @@ def _fail_started(now: datetime) -> sa.Update:
 
 
 def _ambiguous_detail(attempt: int, provider: str | None) -> dict[str, Any]:
-    """As an ambiguous provider failure's ``failed`` event (dispatch/attempt.py) says it."""
+    """As an ambiguous provider failure's ``failed`` event says it
+    (dispatch/pipeline/attempt.py)."""
     return {
         "attempt": attempt,
         "error": AMBIGUOUS_AFTER_LEASE,

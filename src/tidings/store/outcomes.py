@@ -65,6 +65,55 @@ class Outcome:
     # place to read what a delivery can end as (docs/architecture.md, Delivery state machine).
 
     @classmethod
+    def sent(
+        cls, claimed: ClaimedDelivery, provider: str, provider_msg_id: str | None, now: datetime
+    ) -> Outcome:
+        """The provider accepted the message."""
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.SENT,
+            attempts=claimed.attempts,
+            provider=provider,
+            provider_msg_id=provider_msg_id,
+            sent_at=now,
+        )
+
+    @classmethod
+    def retry(
+        cls,
+        claimed: ClaimedDelivery,
+        at: datetime,
+        error: str,
+        provider: str | None,
+        detail: dict[str, object],
+    ) -> Outcome:
+        """A failure the retry policy tries again at ``at``; the attempt stays counted."""
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.PENDING,
+            attempts=claimed.attempts,
+            next_attempt_at=at,
+            last_error=error,
+            provider=provider,
+            event="retry_scheduled",
+            event_detail=detail | {"retryAt": at.isoformat()},
+        )
+
+    @classmethod
+    def expired(cls, claimed: ClaimedDelivery, ttl_seconds: int | None) -> Outcome:
+        """Its type's time to live passed before it could be sent."""
+        return cls(
+            delivery_id=claimed.id,
+            claimed_attempts=claimed.attempts,
+            status=Status.EXPIRED,
+            attempts=claimed.attempts,
+            event="expired",
+            event_detail={"ttl": ttl_seconds},
+        )
+
+    @classmethod
     def failed(
         cls,
         claimed: ClaimedDelivery,

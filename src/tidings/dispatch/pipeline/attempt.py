@@ -13,9 +13,9 @@ from tidings.content.catalog import TemplateCatalog
 from tidings.content.compose import NoTemplate, compose
 from tidings.content.render import RenderError
 from tidings.content.variables import template_variables
-from tidings.dispatch import observed
-from tidings.dispatch.deadlines import Deadlines
-from tidings.dispatch.types import TypeRules
+from tidings.dispatch.pipeline import observed
+from tidings.dispatch.pipeline.deadlines import Deadlines
+from tidings.dispatch.pipeline.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import Content, EmailSender, Message, Provider, ProviderError
@@ -124,34 +124,6 @@ def _email_details(message: Message, kind: Mapping[str, Any], own: Mapping[str, 
     message.bcc = tuple(own.get("bcc") or ())
 
 
-def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
-    """An outcome without calling the provider, when the delivery must not be sent."""
-    if claimed.attempts > rules.retry.max_attempts:
-        # Only a crash or lost lease gets here: the attempts were used by dead workers.
-        return Outcome.failed(
-            claimed,
-            FailureKind.EXHAUSTED,
-            f"no attempts left after {claimed.attempts - 1} (lost leases)",
-        )
-    # A scheduled notification (a campaign's, one with sendAt) lives from when it is due.
-    if expired(claimed.send_at or claimed.created_at, rules.ttl_seconds, now):
-        return Outcome(
-            delivery_id=claimed.id,
-            claimed_attempts=claimed.attempts,
-            status=Status.EXPIRED,
-            attempts=claimed.attempts,
-            event="expired",
-            event_detail={"ttl": rules.ttl_seconds},
-        )
-    return None
-
-
-def expired(created_at: datetime, ttl_seconds: int | None, now: datetime) -> bool:
-    """Whether a ttl has run out. Compared as a duration, never as ``created_at + ttl``: a
-    ttl beyond the range of datetimes saturates (never expires) instead of overflowing."""
-    return ttl_seconds is not None and (now - created_at).total_seconds() > ttl_seconds
-
-
 # Told what the provider call did (None: it succeeded): the circuit breaker listens.
 Report = Callable[[BaseException | None], None]
 
@@ -176,7 +148,7 @@ class Target:
     report: Report = _ignore
     # The account's on_ambiguous is "fail": an ambiguous outcome is never retried.
     at_most_once: bool = False
-    # For such an account: records that the call starts (dispatch/send_starts.py), so that
+    # For such an account: records that the call starts (dispatch/pipeline/send_starts.py), so that
     # a crash during the call ends the delivery ambiguous instead of sending it again.
     begin: Begin | None = None
 
@@ -201,7 +173,7 @@ class Sender:
     composer: Composer
     send_timeout: float
     rng: random.Random
-    # One timer per 50 ms of send deadlines, not one per send (dispatch/deadlines.py).
+    # One timer per 50 ms of send deadlines, not one per send (dispatch/pipeline/deadlines.py).
     deadlines: Deadlines = field(default_factory=Deadlines)
 
     async def attempt(
@@ -257,15 +229,7 @@ class Sender:
                 claimed, rules, now, Failure(FailureKind.TRANSIENT, text, name)
             )
         target.report(None)
-        return Outcome(
-            delivery_id=claimed.id,
-            claimed_attempts=claimed.attempts,
-            status=Status.SENT,
-            attempts=claimed.attempts,
-            provider=target.account or result.provider,
-            provider_msg_id=result.provider_msg_id,
-            sent_at=now,
-        )
+        return Outcome.sent(claimed, target.account or result.provider, result.provider_msg_id, now)
 
     def after_failure(
         self,
@@ -291,16 +255,6 @@ class Sender:
         if failure.ambiguous:
             detail["perhapsSent"] = True  # a retry may send it twice (on_ambiguous = retry)
         if decision.retry_at is not None:
-            return Outcome(
-                delivery_id=claimed.id,
-                claimed_attempts=claimed.attempts,
-                status=Status.PENDING,
-                attempts=claimed.attempts,
-                next_attempt_at=decision.retry_at,
-                last_error=error,
-                provider=provider,
-                event="retry_scheduled",
-                event_detail=detail | {"retryAt": decision.retry_at.isoformat()},
-            )
+            return Outcome.retry(claimed, decision.retry_at, error, provider, detail)
         assert decision.failure_kind is not None
         return Outcome.failed(claimed, decision.failure_kind, error, provider, detail)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tidings.dispatch.retry import RetryPolicy
+from tidings.dispatch.pipeline.retry import RetryPolicy
 from tidings.store.types import NotificationType, TypeCatalog
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,12 @@ from datetime import datetime, timedelta
 
 from tidings import logs
 from tidings.clock import utcnow
-from tidings.dispatch import observed
-from tidings.dispatch.attempt import Begin, Sender, Target, precheck
-from tidings.dispatch.outcomes import OutcomeWriter
+from tidings.dispatch.pipeline import observed
+from tidings.dispatch.pipeline.attempt import Begin, Sender, Target
+from tidings.dispatch.pipeline.outcomes import OutcomeWriter
+from tidings.dispatch.pipeline.send_checks import Checked, SendTimeChecks, precheck
+from tidings.dispatch.pipeline.send_starts import SendStarts
+from tidings.dispatch.pipeline.types import TypeRulebook, TypeRules
 from tidings.dispatch.progress import LaneProgress
 from tidings.dispatch.protection.deactivation_guard import HELD
 from tidings.dispatch.protection.guard_outcomes import held, judged
@@ -29,9 +32,6 @@ from tidings.dispatch.protection.redis_guards import (
     RedisDedup,
     SentBefore,
 )
-from tidings.dispatch.send_checks import Checked, SendTimeChecks
-from tidings.dispatch.send_starts import SendStarts
-from tidings.dispatch.types import TypeRulebook, TypeRules
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
 from tidings.states import Status
@@ -138,7 +138,7 @@ class SendPipeline:
         return keep
 
     def _put(self, delivery: ClaimedDelivery | None, outcome: Outcome) -> None:
-        """To the writer, counted on the way (dispatch/observed.py)."""
+        """To the writer, counted on the way (dispatch/pipeline/observed.py)."""
         self.context.writer.put(outcome)
         self.progress.outcome(outcome.status is Status.SENT)
         if delivery is not None:
@@ -266,7 +266,7 @@ class SendPipeline:
         self._put(delivery, outcome)
 
     def _begin(self, delivery: ClaimedDelivery, account: str) -> Begin:
-        """The start mark of one send (dispatch/send_starts.py), awaited by the sender just
+        """The start mark of one send (dispatch/pipeline/send_starts.py), awaited by the sender just
         before the provider call: None to call it, else why not."""
 
         async def begin() -> str | None:

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tidings.dispatch.types import TypeRules
+from tidings.dispatch.pipeline.types import TypeRules
 from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
 from tidings.priorities import Category, Channel
+from tidings.states import FailureKind
 from tidings.store import frequency, preferences, suppressions, users
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
@@ -30,6 +31,29 @@ TRANSACTIONAL = Category.TRANSACTIONAL.value
 EMAIL = Channel.EMAIL.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).
 DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
+
+
+def precheck(claimed: ClaimedDelivery, rules: TypeRules, now: datetime) -> Outcome | None:
+    """An outcome without calling the provider, when the delivery must not be sent: its
+    attempts are used up, or its time to live is over. Run for each delivery before the
+    batch's checks, so that those use up no frequency cap."""
+    if claimed.attempts > rules.retry.max_attempts:
+        # Only a crash or lost lease gets here: the attempts were used by dead workers.
+        return Outcome.failed(
+            claimed,
+            FailureKind.EXHAUSTED,
+            f"no attempts left after {claimed.attempts - 1} (lost leases)",
+        )
+    # A scheduled notification (a campaign's, one with sendAt) lives from when it is due.
+    if expired(claimed.send_at or claimed.created_at, rules.ttl_seconds, now):
+        return Outcome.expired(claimed, rules.ttl_seconds)
+    return None
+
+
+def expired(created_at: datetime, ttl_seconds: int | None, now: datetime) -> bool:
+    """Whether a ttl has run out. Compared as a duration, never as ``created_at + ttl``: a
+    ttl beyond the range of datetimes saturates (never expires) instead of overflowing."""
+    return ttl_seconds is not None and (now - created_at).total_seconds() > ttl_seconds
 
 
 @dataclass(frozen=True)
