@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.helpers import email_to, post, put_type
-from tidings.intake.group_commit import GroupCommit
+from tidings.group_commit import GroupCommit
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tidings.intake.group_commit import CommitAborted, GroupCommit
+from tidings.group_commit import CommitAborted, GroupCommit
 
 
 async def _yield(times: int) -> None:

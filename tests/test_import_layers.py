@@ -61,6 +61,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("providers", ("tidings.providers",)),
     Layer("tracking", ("tidings.tracking",)),
     Layer("store", ("tidings.store",)),
+    # Shared by the intake and the send pipeline; it logs through the base.
+    Layer("group commit", ("tidings.group_commit",)),
     Layer(
         "base",
         (

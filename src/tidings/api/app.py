@@ -41,8 +41,8 @@ from tidings.api.routes import (
     webhook_endpoints,
 )
 from tidings.api.text_guard import TextGuard
+from tidings.group_commit import GroupCommit
 from tidings.intake.accept import accept
-from tidings.intake.group_commit import GroupCommit
 from tidings.service import Service
 
 WEBHOOK_BODY_BYTES = 4 * 1024 * 1024

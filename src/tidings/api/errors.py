@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tidings.intake.group_commit import CommitAborted
+from tidings.group_commit import CommitAborted
 from tidings.refusal import Refusal
 from tidings.store.db_errors import unavailable
 

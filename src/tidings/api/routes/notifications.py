@@ -27,9 +27,9 @@ from tidings.api.schemas import (
     NotificationOut,
 )
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
+from tidings.group_commit import GroupCommit
 from tidings.intake.accept import ItemResult, Submission, accept
 from tidings.intake.drafts import ItemError
-from tidings.intake.group_commit import GroupCommit
 from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
 from tidings.services import notifications
 from tidings.services.notifications import Accepted, DeliveryRecord, KeyConflict

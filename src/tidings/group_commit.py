@@ -1,5 +1,6 @@
 """Group commit: concurrent single requests share one transaction (docs/architecture.md,
-Intake and group commit).
+Intake and group commit); the intake's accepts and the send pipeline's start marks
+(dispatch/pipeline/send_starts.py) both go through it.
 
 While groups are being committed, newly arriving requests queue up and go together in the
 next transaction. An idle service commits a lone request at once (no added delay); a busy
@@ -36,8 +37,12 @@ class GroupCommit(Generic[Item, Result]):
         commit: Callable[[Sequence[Item]], Awaitable[list[Result]]],
         max_items: int = 1000,
         max_in_flight: int = 4,
+        cancel_waiters: bool = False,
     ) -> None:
+        """``cancel_waiters``: when a commit is cancelled (shutdown), cancel the requests it
+        held instead of failing them with ``CommitAborted``."""
         self._commit = commit
+        self._cancel_waiters = cancel_waiters
         self._max_items = max_items
         self._max_in_flight = max_in_flight
         self._queue: list[_Waiting[Item, Result]] = []
@@ -80,7 +85,11 @@ class GroupCommit(Generic[Item, Result]):
             _fail(group, error)
             return
         except BaseException:
-            _fail(group, CommitAborted("the commit was cancelled; retry with the same key"))
+            if self._cancel_waiters:
+                for _, future in group:
+                    future.cancel()
+            else:
+                _fail(group, CommitAborted("the commit was cancelled; retry with the same key"))
             raise
         start = 0
         for items, future in group:
