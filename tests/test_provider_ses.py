@@ -36,9 +36,7 @@ from tests.helpers import email_to, eventually, post, put_type, running_dispatch
 from tests.messages import message
 from tests.processes import free_port
 from tidings.api.app import create_app
-from tidings.api.routes.ses_webhooks import CERTIFICATES
 from tidings.priorities import Channel
-from tidings.providers.aws_sigv4 import Credentials, Scope, sign
 from tidings.providers.base import (
     Content,
     EmailSender,
@@ -47,14 +45,17 @@ from tidings.providers.base import (
     PoisonError,
     TransientError,
 )
-from tidings.providers.ses import SesAccount, SesProvider, error_type
+from tidings.providers.ses import SesAccount, SesProvider
+from tidings.providers.ses.errors import error_type
+from tidings.providers.ses.events import ses_event
+from tidings.providers.ses.receiver import CERTIFICATES
+from tidings.providers.ses.sigv4 import Credentials, Scope, sign
 from tidings.service import Service
 from tidings.simulator.behaviour import Behaviour
 from tidings.simulator.server import Simulator, SimulatorConfig
-from tidings.simulator.ses import SesSimulator
-from tidings.simulator.ses_config import SesConfig
+from tidings.simulator.ses.api import SesSimulator
+from tidings.simulator.ses.config import SesConfig
 from tidings.store.schema import delivery, suppression
-from tidings.tracking.ses_events import ses_event
 
 KEY_ID = "AKIATESTSES000000001"
 SECRET = "test/ses+secret/key"
@@ -475,9 +476,9 @@ def _imports(path: Path) -> set[str]:
 def test_the_simulator_imports_nothing_of_tidings_providers() -> None:
     """The simulated SES and SNS check what tidings does with code of their own: neither
     they nor anything they load comes from tidings.providers (or tidings.tracking)."""
-    package = Path(tidings.simulator.__file__).parent
-    paths = sorted(package.glob("s[en]s*.py"))  # ses*.py, sns.py
-    assert {"ses.py", "ses_auth.py", "sns.py"} <= {path.name for path in paths}
+    package = Path(tidings.simulator.__file__).parent / "ses"
+    paths = sorted(package.glob("*.py"))
+    assert {"api.py", "auth.py", "sns.py"} <= {path.name for path in paths}
     for path in paths:
         found = _imports(path)
         assert not {m for m in found if m.startswith(("tidings.providers", "tidings.tracking"))}

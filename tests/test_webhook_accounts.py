@@ -33,13 +33,13 @@ from tests.test_provider_ses import ses_account, simulator
 from tests.test_smtp_bounces import DOMAIN, RETURN_PATH, postfix_bounce, verp
 from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES
-from tidings.api.routes.ses_webhooks import CERTIFICATES
 from tidings.clock import utcnow
 from tidings.priorities import Priority
 from tidings.providers.mailgun import MailgunAccount
 from tidings.providers.postmark import PostmarkAccount
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.providers.sendgrid.signature import EventWebhookSigner
+from tidings.providers.ses.receiver import CERTIFICATES
 from tidings.providers.smtp import SmtpAccount, bounce_accounts
 from tidings.providers.twilio import TwilioAccount
 from tidings.providers.twilio.adapter import DELIVERY_PARAM
@@ -48,7 +48,7 @@ from tidings.providers.vonage import VonageAccount
 from tidings.service import Service
 from tidings.simulator.mailgun.events import signature as mailgun_signature
 from tidings.simulator.server import Simulator
-from tidings.simulator.ses import SesSimulator
+from tidings.simulator.ses.api import SesSimulator
 from tidings.simulator.vonage.reports import sign as vonage_sign
 from tidings.states import Status
 from tidings.store import tracking

@@ -52,7 +52,7 @@ from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
 from tidings.simulator.server import Simulator, SimulatorConfig
-from tidings.simulator.ses_config import SesConfig
+from tidings.simulator.ses.config import SesConfig
 from tidings.simulator.smtp import SmtpServer
 from tidings.states import Effect
 

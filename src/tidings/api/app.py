@@ -33,7 +33,6 @@ from tidings.api.routes import (
     registry,
     replies,
     reports,
-    ses_webhooks,
     suppressions,
     templates,
     topics,
@@ -64,8 +63,6 @@ ROUTERS = (
     webhook_endpoints.router,
     unsubscribe.router,
     engagement.router,
-    ses_webhooks.router,
-    # After the routes above: /{kind}/{account} would match their paths too.
     callbacks.router,
     health.router,
     metrics.router,

@@ -10,6 +10,7 @@ from tidings.providers.mailgun import MailgunReceiver
 from tidings.providers.postmark import PostmarkReceiver
 from tidings.providers.receivers import WebhookReceiver
 from tidings.providers.sendgrid import SendGridReceiver
+from tidings.providers.ses import SesReceiver
 from tidings.providers.twilio import TwilioReceiver
 from tidings.providers.vonage import VonageReceiver
 
@@ -17,6 +18,7 @@ _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     SendGridReceiver(),
     MailgunReceiver(),
     PostmarkReceiver(),
+    SesReceiver(),
     TwilioReceiver(),
     VonageReceiver(),
 )

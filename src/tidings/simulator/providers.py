@@ -9,10 +9,10 @@ from tidings.simulator import (  # noqa: F401
     mailgun,
     postmark,
     sendgrid,
-    ses,
     smtp,
     twilio,
     vonage,
     webhook,
     webpush,
 )
+from tidings.simulator.ses import api as _ses_api  # noqa: F401

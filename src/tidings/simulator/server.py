@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import Behaviour, ErrorNames, ProviderState
 from tidings.simulator.push_config import PushConfig
-from tidings.simulator.ses_config import SesConfig
+from tidings.simulator.ses.config import SesConfig
 
 
 class SimulatorConfig(BaseModel):

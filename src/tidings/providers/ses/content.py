@@ -33,7 +33,7 @@ from tidings.providers.mime import (
     wire_address,
     wire_domain,
 )
-from tidings.tracking.ses_events import DELIVERY_TAG
+from tidings.providers.ses.events import DELIVERY_TAG
 
 TYPE_TAG = "tidings_type"
 MAX_HEADERS = 15

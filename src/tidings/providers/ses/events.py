@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from tidings.providers._fields import text, uuid_or_none
 from tidings.states import FailureKind, Status
 from tidings.store.tracking import DeliveryKey, Failure, Tracked
 
@@ -33,7 +34,7 @@ def ses_event(event: Mapping[str, Any], sns_message_id: str, now: datetime) -> T
     """One SES notification; None when it is not one tidings records."""
     name = event.get("eventType") or event.get("notificationType")
     mail = _object(event.get("mail"))
-    key = DeliveryKey(_delivery_id(mail), _text(mail.get("messageId")))
+    key = DeliveryKey(_delivery_id(mail), text(mail.get("messageId")))
     if name == "Bounce":
         return _bounce(key, _object(event.get("bounce")), sns_message_id, now)
     if name == "Complaint":
@@ -45,7 +46,7 @@ def ses_event(event: Mapping[str, Any], sns_message_id: str, now: datetime) -> T
         event_id = f"delivery:{key.provider_msg_id}" if key.provider_msg_id else sns_message_id
         return Tracked(key, "delivered", at, event_id, Status.DELIVERED, detail=detail)
     if name == "Reject":
-        reason = _text(_object(event.get("reject")).get("reason")) or ""
+        reason = text(_object(event.get("reject")).get("reason")) or ""
         failure = Failure(FailureKind.PERMANENT, f"ses rejected: {reason}")
         detail = _detail(reason=reason)
         return Tracked(key, "rejected", now, sns_message_id, Status.FAILED, None, detail, failure)
@@ -101,17 +102,13 @@ def _recorded(
 
 
 def _feedback_id(item: Mapping[str, Any]) -> str | None:
-    feedback = _text(item.get("feedbackId"))
+    feedback = text(item.get("feedbackId"))
     return f"feedback:{feedback}"[:255] if feedback else None
 
 
 def _delivery_id(mail: Mapping[str, Any]) -> uuid.UUID | None:
     tags = _object(mail.get("tags")).get(DELIVERY_TAG)
-    value = tags[0] if isinstance(tags, list) and tags else None
-    try:
-        return uuid.UUID(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
+    return uuid_or_none(tags[0] if isinstance(tags, list) and tags else None)
 
 
 def _detail(**fields: Any) -> dict[str, Any]:
@@ -137,7 +134,3 @@ def _parse_time(value: Any) -> datetime | None:
 
 def _object(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str | None:
-    return value[:255] if isinstance(value, str) and value else None

@@ -26,10 +26,10 @@ from starlette.routing import BaseRoute, Route
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
-from tidings.simulator.ses_auth import Received, SigV4Check
-from tidings.simulator.ses_notifications import SesNotifications
-from tidings.simulator.ses_validation import problem, recipients, sender
-from tidings.simulator.sns import SnsTopic
+from tidings.simulator.ses.auth import Received, SigV4Check
+from tidings.simulator.ses.notifications import SesNotifications
+from tidings.simulator.ses.sns import SnsTopic
+from tidings.simulator.ses.validation import problem, recipients, sender
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator

@@ -23,7 +23,7 @@ import secrets
 from typing import Any
 
 from tidings.simulator.behaviour import ProviderState
-from tidings.simulator.sns import SnsTopic
+from tidings.simulator.ses.sns import SnsTopic
 
 _BOUNCES: dict[str, dict[str, str]] = {
     "bounce": {

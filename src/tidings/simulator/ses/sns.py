@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import ProviderState
 from tidings.simulator.keys import rsa_key
 from tidings.simulator.reports import Reporter
-from tidings.simulator.ses_config import SesConfig
+from tidings.simulator.ses.config import SesConfig
 from tidings.simulator.tidings_config import base_url
 
 if TYPE_CHECKING:
