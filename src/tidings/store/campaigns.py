@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from tidings.states import Status
 from tidings.store.dialects import Variants
+from tidings.store.dialects.postgres import for_asyncpg
 from tidings.store.engine import Database
 from tidings.store.intake import NotificationDraft, insert_postgres, insert_sqlite
 from tidings.store.schema import campaign, delivery
@@ -215,7 +216,8 @@ async def _store_page_postgres(
 ) -> None:
     async with db.asyncpg() as conn, conn.transaction():
         inserted = await insert_postgres(conn, page.drafts, now)
-        await _advance_postgres(conn, campaign_id, expander, page, inserted, now, lease_until)
+        params = _advance_values(campaign_id, expander, page, inserted, now, lease_until)
+        await _advance_postgres(conn, params)
 
 
 async def _store_page_sqlite(
@@ -228,80 +230,64 @@ async def _store_page_sqlite(
 ) -> None:
     async with db.engine.begin() as conn:
         inserted = await insert_sqlite(conn, page.drafts, now)
-        statement = _advance(campaign_id, expander, page, inserted, now, lease_until)
-        if (await conn.execute(statement)).rowcount == 0:
+        params = _advance_values(campaign_id, expander, page, inserted, now, lease_until)
+        if (await conn.execute(_ADVANCE, params)).rowcount == 0:
             raise FenceLost  # rolls the page back
 
 
 def _advance_values(
-    page: PageOfExpansion, inserted: set[uuid.UUID], now: datetime, lease_until: datetime
-) -> dict[str, Any]:
-    rows = sum(len(d.deliveries) for d in page.drafts if d.id in inserted)
-    done = page.last
-    return {
-        "cursor": page.cursor,
-        "expanded": page.users,
-        "deliveries": rows,
-        "lease_until": lease_until,
-        "updated_at": now,
-        "status": CampaignStatus.SENDING.value if done else CampaignStatus.EXPANDING.value,
-        "expanded_at": now if done else None,
-    }
-
-
-def _advance(
     campaign_id: uuid.UUID,
     expander: str,
     page: PageOfExpansion,
     inserted: set[uuid.UUID],
     now: datetime,
     lease_until: datetime,
-) -> sa.Update:
-    values = _advance_values(page, inserted, now, lease_until)
+) -> dict[str, Any]:
+    """The parameters of ``_ADVANCE``, by name."""
+    rows = sum(len(d.deliveries) for d in page.drafts if d.id in inserted)
+    done = page.last
+    return {
+        "b_id": campaign_id,
+        "b_expander": expander,
+        "b_cursor": page.cursor,
+        "b_expanded": page.users,
+        "b_deliveries": rows,
+        "b_lease_until": lease_until,
+        "b_updated_at": now,
+        "b_status": CampaignStatus.SENDING.value if done else CampaignStatus.EXPANDING.value,
+        "b_expanded_at": now if done else None,
+    }
+
+
+def _advance_statement() -> sa.Update:
+    """Advance the cursor by a page, fenced as ``_fenced``: one statement for both dialects
+    (asyncpg runs it as SQLAlchemy renders it, ``_ADVANCE_ASYNCPG``)."""
+    c = campaign.c
     return (
         sa.update(campaign)
-        .where(_fenced(campaign_id, expander))
+        .where(
+            c.id == sa.bindparam("b_id"),
+            c.status == sa.literal_column(f"'{CampaignStatus.EXPANDING.value}'"),
+            c.expander == sa.bindparam("b_expander"),
+        )
         .values(
-            {
-                **values,
-                "cursor": sa.func.coalesce(values["cursor"], campaign.c.cursor),
-                "expanded": campaign.c.expanded + values["expanded"],
-                "deliveries": campaign.c.deliveries + values["deliveries"],
-            }
+            cursor=sa.func.coalesce(sa.bindparam("b_cursor", type_=c.cursor.type), c.cursor),
+            expanded=c.expanded + sa.bindparam("b_expanded", type_=c.expanded.type),
+            deliveries=c.deliveries + sa.bindparam("b_deliveries", type_=c.deliveries.type),
+            lease_until=sa.bindparam("b_lease_until"),
+            updated_at=sa.bindparam("b_updated_at"),
+            status=sa.bindparam("b_status"),
+            expanded_at=sa.bindparam("b_expanded_at"),
         )
     )
 
 
-_PG_ADVANCE = """
-UPDATE campaign SET cursor = coalesce($3, cursor), expanded = expanded + $4,
-    deliveries = deliveries + $5, lease_until = $6, updated_at = $7, status = $8,
-    expanded_at = $9
-WHERE id = $1 AND status = 'EXPANDING' AND expander = $2
-"""
+_ADVANCE = _advance_statement()
+_ADVANCE_ASYNCPG = for_asyncpg(_ADVANCE)
 
 
-async def _advance_postgres(
-    conn: Any,
-    campaign_id: uuid.UUID,
-    expander: str,
-    page: PageOfExpansion,
-    inserted: set[uuid.UUID],
-    now: datetime,
-    lease_until: datetime,
-) -> None:
-    v = _advance_values(page, inserted, now, lease_until)
-    result = await conn.execute(
-        _PG_ADVANCE,
-        campaign_id,
-        expander,
-        v["cursor"],
-        v["expanded"],
-        v["deliveries"],
-        v["lease_until"],
-        v["updated_at"],
-        v["status"],
-        v["expanded_at"],
-    )
+async def _advance_postgres(conn: Any, params: dict[str, Any]) -> None:
+    result = await conn.execute(_ADVANCE_ASYNCPG.text, *_ADVANCE_ASYNCPG.args(params))
     if result == "UPDATE 0":
         raise FenceLost  # rolls the page back
 

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.states import Effect, FailureKind, Status
 from tidings.store.claims import ClaimedDelivery, event_row
 from tidings.store.dialects import Variants
+from tidings.store.dialects.postgres import for_asyncpg
 from tidings.store.effects import apply_effects
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables, delivery_day
@@ -250,14 +251,15 @@ def _update_on(table: sa.TableClause) -> sa.Update:
         sa.update(table)
         .where(
             table.c.id == sa.bindparam("b_delivery_id"),
-            table.c.status == Status.SENDING.value,
+            # A literal, as in every statement on delivery: the partial indexes match it.
+            table.c.status == sa.literal_column(f"'{Status.SENDING.value}'"),
             table.c.attempts == sa.bindparam("b_claimed_attempts"),
         )
         .values(
             {name: sa.bindparam(f"b_{name}") for name in OUTCOME_COLUMNS}
             | {
-                "lease_until": None,
-                "send_started_at": None,  # the attempt is over: its start mark with it
+                "lease_until": sa.null(),
+                "send_started_at": sa.null(),  # the attempt is over: its start mark with it
                 "updated_at": sa.bindparam("b_now"),
                 "template_version": sa.func.coalesce(
                     sa.bindparam("b_template_version", type_=sa.Integer),
@@ -273,8 +275,14 @@ _write_outcome = _update_on(delivery)
 
 @functools.lru_cache(maxsize=64)
 def _write_outcome_in(day: date) -> sa.Update:
-    columns = (sa.column(c.name, c.type) for c in delivery.columns)
-    return _update_on(sa.table(partition_name("delivery", day), *columns))
+    return _update_on(_delivery_named(partition_name("delivery", day)))
+
+
+def _delivery_named(name: str) -> sa.TableClause:
+    """``delivery``, or a table of its columns named ``name`` (a day's partition)."""
+    if name == delivery.name:
+        return delivery
+    return sa.table(name, *(sa.column(c.name, c.type) for c in delivery.columns))
 
 
 def _sa_statement(delivery_id: uuid.UUID, partitioned: bool) -> sa.Update:
@@ -286,20 +294,10 @@ def _sa_params(outcome: Outcome, now: datetime) -> dict[str, Any]:
     return {f"b_{name}": value for name, value in _params(outcome, now).items()}
 
 
-# asyncpg numbers its parameters: each name's number comes from its place in _PARAMS.
-_PG = {name: f"${number}" for number, name in enumerate(_PARAMS, 1)}
-
-
-def _pg_update(table: str) -> str:
-    """One row per statement, found by its key: for the outcomes with an event, each of which
-    must know whether its fence held (the others go set-based: ``_pg_set_update``)."""
-    columns = ", ".join(f"{name} = {_PG[name]}" for name in OUTCOME_COLUMNS)
-    return f"""
-UPDATE {table}
-SET {columns}, lease_until = NULL, send_started_at = NULL, updated_at = {_PG["now"]},
-    template_version = COALESCE({_PG["template_version"]}::integer, template_version)
-WHERE id = {_PG["delivery_id"]} AND status = 'SENDING' AND attempts = {_PG["claimed_attempts"]}
-"""
+# The same statement as asyncpg runs it, for the outcomes with an event, each of which must
+# know whether its fence held (the others go set-based: ``_pg_set_update``). Its parameters
+# come in one order whatever the table: the bounds below are literals.
+_ASYNCPG_OUTCOME = for_asyncpg(_write_outcome)
 
 
 def _pg_target(delivery_id: uuid.UUID, partitioned: bool) -> tuple[str, str]:
@@ -321,7 +319,12 @@ def _pg_target(delivery_id: uuid.UUID, partitioned: bool) -> tuple[str, str]:
 
 @functools.lru_cache(maxsize=64)
 def _pg_row_update(table: str, bounds: str) -> str:
-    return f"{_pg_update(table)} {bounds}"
+    statement = _update_on(_delivery_named(table))
+    if bounds:
+        statement = statement.where(sa.text(bounds.removeprefix("AND ")))
+    rendered = for_asyncpg(statement)
+    assert rendered.names == _ASYNCPG_OUTCOME.names, "one order of parameters"
+    return rendered.text
 
 
 def _pg_statement(delivery_id: uuid.UUID, partitioned: bool) -> str:
@@ -384,14 +387,12 @@ def _pg_set_args(outcomes: Sequence[Outcome], now: datetime) -> list[Any]:
     return [*columns, [Status.SENDING.value] * len(outcomes), now]
 
 
-_PG_INSERT_EVENT = """
-INSERT INTO delivery_event (id, delivery_id, kind, at, detail) VALUES ($1, $2, $3, $4, $5)
-"""
+_INSERT_EVENT = for_asyncpg(sa.insert(delivery_event))
 
 
-def _pg_row(outcome: Outcome, now: datetime) -> tuple[Any, ...]:
-    """The parameters in _PARAMS' order (asyncpg takes the enums, being strings, as they are)."""
-    return (*_field_values(outcome), now)
+def _pg_row(outcome: Outcome, now: datetime) -> list[Any]:
+    """The parameters of ``_pg_row_update``, in its order."""
+    return _ASYNCPG_OUTCOME.args(_sa_params(outcome, now))
 
 
 async def write_outcomes(db: Database, outcomes: Sequence[Outcome], now: datetime) -> None:
@@ -489,11 +490,8 @@ async def _write_postgres(
             ]
             if events:
                 await conn.executemany(
-                    _PG_INSERT_EVENT,
-                    [
-                        (e["id"], e["delivery_id"], e["kind"], e["at"], json.dumps(e["detail"]))
-                        for e in events
-                    ],
+                    _INSERT_EVENT.text,
+                    [_INSERT_EVENT.args({**e, "detail": json.dumps(e["detail"])}) for e in events],
                 )
 
 

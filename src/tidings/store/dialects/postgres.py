@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from tidings.store.db_errors import connection_lost
 
@@ -59,3 +61,29 @@ class Postgres:
                 if connection_lost(error):
                     await conn.invalidate()
                 raise
+
+
+@dataclass(frozen=True)
+class AsyncpgStatement:
+    """A statement written once in SQLAlchemy Core, as asyncpg runs it: its text, with
+    numbered parameters, and the names of those parameters in their order."""
+
+    text: str
+    names: tuple[str, ...]
+    constants: Mapping[str, Any]  # the values the statement holds itself
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        """The positional arguments of ``params``, by name (the statement's own values for
+        the names it holds)."""
+        return [params[n] if n in params else self.constants[n] for n in self.names]
+
+
+_ASYNCPG = PGDialect_asyncpg()  # type: ignore[no-untyped-call]  # SQLAlchemy's own, untyped
+
+
+def for_asyncpg(statement: sa.ClauseElement) -> AsyncpgStatement:
+    """``statement`` rendered by SQLAlchemy for asyncpg, once: a hot path runs it on the
+    driver connection itself, without a second, hand-written text of the same statement."""
+    compiled = statement.compile(dialect=_ASYNCPG)
+    assert isinstance(compiled, SQLCompiler)
+    return AsyncpgStatement(compiled.string, tuple(compiled.positiontup or ()), compiled.params)
