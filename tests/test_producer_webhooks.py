@@ -33,12 +33,12 @@ from tidings.dispatch import producer_webhooks
 from tidings.dispatch.producer_webhooks import ProducerWebhooks
 from tidings.ids import new_id
 from tidings.providers.testing import ScriptedProvider
+from tidings.providers.webhook import signing as standard_webhooks
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.store import producer_hooks
 from tidings.store.schema import event as event_log
 from tidings.store.schema import webhook_endpoint, webhook_message
-from tidings.tracking import standard_webhooks
 
 
 @dataclass

@@ -24,7 +24,8 @@ from tests.messages import FakeClock, push
 from tidings.priorities import Priority
 from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.base import PermanentError, PoisonError, TransientError
-from tidings.providers.fcm import DELIVERY_ID_KEY, FcmAccount, FcmProvider
+from tidings.providers.fcm import FcmAccount, FcmProvider
+from tidings.providers.fcm.adapter import DELIVERY_ID_KEY
 from tidings.simulator.fcm import FcmSimulator
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.states import Effect

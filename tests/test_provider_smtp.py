@@ -30,7 +30,7 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
-from tidings.providers.smtp_replies import classify_reply
+from tidings.providers.smtp.errors import classify_reply
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.smtp import SmtpServer
 from tidings.states import Effect

@@ -24,12 +24,13 @@ from tidings.cli import app
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, TransientError
 from tidings.providers.ssrf import is_public
-from tidings.providers.webhook import WebhookAccount, WebhookProvider, classify
+from tidings.providers.webhook import WebhookAccount, WebhookProvider
+from tidings.providers.webhook import signing as standard_webhooks
+from tidings.providers.webhook.adapter import classify
+from tidings.providers.webhook.signing import WebhookVerificationError, sign, verify
 from tidings.simulator import tidings_config
 from tidings.simulator.behaviour import Received
 from tidings.simulator.server import Simulator, SimulatorConfig
-from tidings.tracking import standard_webhooks
-from tidings.tracking.standard_webhooks import WebhookVerificationError, sign, verify
 
 # Until the lead adds a webhook channel, any channel does: the adapter ignores it.
 

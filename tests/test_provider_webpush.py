@@ -25,7 +25,8 @@ from tests.messages import push
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.priorities import Priority
 from tidings.providers.base import PermanentError, PoisonError, TransientError
-from tidings.providers.webpush import WebPushAccount, WebPushProvider, topic
+from tidings.providers.webpush import WebPushAccount, WebPushProvider
+from tidings.providers.webpush.adapter import topic
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.webpush import WebPushSimulator

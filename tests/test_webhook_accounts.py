@@ -40,7 +40,8 @@ from tidings.providers.postmark import PostmarkAccount
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.ses.receiver import CERTIFICATES
-from tidings.providers.smtp import SmtpAccount, bounce_accounts
+from tidings.providers.smtp import SmtpAccount
+from tidings.providers.smtp.adapter import bounce_accounts
 from tidings.providers.twilio import TwilioAccount
 from tidings.providers.twilio.adapter import DELIVERY_PARAM
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature

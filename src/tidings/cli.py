@@ -345,7 +345,7 @@ def webhook_secret(
     """Print the secret a webhook receiver verifies with: its own, derived from the
     account's secret and its URL."""
     from tidings.providers.base import ProviderError
-    from tidings.providers.webhook import WebhookAccount, endpoint_secret
+    from tidings.providers.webhook.adapter import WebhookAccount, endpoint_secret
 
     found = _settings(config).accounts.get(account)
     if found is None:

@@ -31,7 +31,7 @@ from tidings.dispatch.producer_webhooks import ProducerWebhooks
 from tidings.dispatch.relay import Relay
 from tidings.dispatch.report_folding import ReportFolder
 from tidings.providers.chains import ProviderSet
-from tidings.providers.smtp import bounce_accounts
+from tidings.providers.smtp.adapter import bounce_accounts
 from tidings.service import Service, providers_from_settings
 from tidings.settings import Settings
 from tidings.store import api_keys

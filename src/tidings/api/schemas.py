@@ -38,8 +38,8 @@ from tidings.intake.requests import (
     json_depth_over,
 )
 from tidings.priorities import Category, Channel, Priority
-from tidings.providers.webpush_subscription import looks_like_subscription
-from tidings.providers.webpush_subscription import parse as parse_subscription
+from tidings.providers.webpush.subscription import looks_like_subscription
+from tidings.providers.webpush.subscription import parse as parse_subscription
 
 
 def _timezone(value: str) -> str:

@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field
 from tidings.clock import utcnow
 from tidings.providers import pinned_http
 from tidings.providers.base import PermanentError, ProviderError
+from tidings.providers.webhook import signing as standard_webhooks
 from tidings.store import producer_hooks
 from tidings.store.engine import Database
 from tidings.store.producer_hooks import Message
-from tidings.tracking import standard_webhooks
 
 log = logging.getLogger(__name__)
 USER_AGENT = "tidings-events/1"

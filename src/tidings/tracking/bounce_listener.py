@@ -8,7 +8,7 @@ are accepted (others: ``550 5.1.1``), messages over ``max_message_bytes`` are re
 ``tracking/dsn_events.py`` and written by ``store/tracking.apply``; anything that is not a
 DSN (an auto-reply, spam) or names no delivery of ours is accepted and dropped, counted.
 Anyone can mail the listener, so a report moves only a delivery sent (or attempted) through
-one of the SMTP accounts whose ``return_path`` is at its domain (``providers/smtp.py``,
+one of the SMTP accounts whose ``return_path`` is at its domain (``providers/smtp/adapter.py``,
 ``bounce_accounts``); one naming another delivery is dropped, counted as ignored.
 
 A report that outruns the outcome of its send (the delivery still being sent, as when a

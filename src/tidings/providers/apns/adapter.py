@@ -19,6 +19,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from pydantic import SecretStr, model_validator
 
+from tidings.providers._push import (
+    APNS_COLLAPSE_ID_LIMIT,
+    CONFIG_RETRY_AFTER,
+    apns_priority,
+    compact_json,
+    json_body,
+    post,
+)
 from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
@@ -28,14 +36,6 @@ from tidings.providers.base import (
     ProviderError,
     SendResult,
     TransientError,
-)
-from tidings.providers.push_http import (
-    APNS_COLLAPSE_ID_LIMIT,
-    CONFIG_RETRY_AFTER,
-    apns_priority,
-    compact_json,
-    json_body,
-    post,
 )
 from tidings.states import Effect
 

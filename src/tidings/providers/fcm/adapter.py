@@ -17,6 +17,14 @@ import httpx
 from pydantic import SecretStr, model_validator
 
 from tidings.priorities import Priority
+from tidings.providers._push import (
+    CONFIG_RETRY_AFTER,
+    apns_collapse_id,
+    apns_priority,
+    compact_json,
+    json_body,
+    post,
+)
 from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
@@ -27,15 +35,7 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.google_auth import AccessTokens, ServiceAccount
-from tidings.providers.push_http import (
-    CONFIG_RETRY_AFTER,
-    apns_collapse_id,
-    apns_priority,
-    compact_json,
-    json_body,
-    post,
-)
+from tidings.providers.fcm.google_auth import AccessTokens, ServiceAccount
 from tidings.states import Effect
 
 PAYLOAD_LIMIT = 4096

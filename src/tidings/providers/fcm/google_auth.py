@@ -19,13 +19,13 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
-from tidings.providers._retry_after import parse_retry_after
-from tidings.providers.base import TransientError
-from tidings.providers.push_http import (
+from tidings.providers._push import (
     CONFIG_RETRY_AFTER,
     json_body,
     transport_failure,
 )
+from tidings.providers._retry_after import parse_retry_after
+from tidings.providers.base import TransientError
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FCM_SCOPE = "https://www.googleapis.com/auth/firebase.messaging"

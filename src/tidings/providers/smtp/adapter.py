@@ -38,9 +38,9 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.dkim import DkimSigner, check_dkim_settings
 from tidings.providers.mime import as_bytes, build_email, wire_address, wire_domain
-from tidings.providers.smtp_replies import AUTH_RETRY_AFTER, classify_reply
+from tidings.providers.smtp.dkim import DkimSigner, check_dkim_settings
+from tidings.providers.smtp.errors import AUTH_RETRY_AFTER, classify_reply
 
 # In ``return_path``, the place of the delivery id (VERP: a bounce names its delivery).
 VERP_FIELD = "{delivery}"

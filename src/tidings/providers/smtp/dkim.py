@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import dkim
 
 if TYPE_CHECKING:
-    from tidings.providers.smtp import SmtpAccount
+    from tidings.providers.smtp.adapter import SmtpAccount
 
 SIGNED_HEADERS = (
     b"From",

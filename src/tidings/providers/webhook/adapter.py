@@ -32,8 +32,8 @@ from tidings.providers.base import (
     TransientError,
 )
 from tidings.providers.ssrf import IPAddress, UnsafeTarget, safe_addresses, url_problem
+from tidings.providers.webhook import signing as standard_webhooks
 from tidings.states import Effect
-from tidings.tracking import standard_webhooks
 
 THROTTLED = {408, 429, 502, 503, 504}  # 408: the receiver timed out reading; try again
 # A receiver being deployed may answer these for a while (route or secret not there yet).

@@ -22,7 +22,8 @@ import httpx
 from pydantic import Field, SecretStr, model_validator
 
 from tidings.priorities import Priority
-from tidings.providers import pinned_http, webpush_crypto, webpush_subscription
+from tidings.providers import pinned_http
+from tidings.providers._push import CONFIG_RETRY_AFTER, compact_json
 from tidings.providers._retry_after import parse_retry_after
 from tidings.providers.accounts import AccountSettings, exactly_one
 from tidings.providers.base import (
@@ -33,7 +34,8 @@ from tidings.providers.base import (
     SendResult,
     TransientError,
 )
-from tidings.providers.push_http import CONFIG_RETRY_AFTER, compact_json
+from tidings.providers.webpush import crypto as webpush_crypto
+from tidings.providers.webpush import subscription as webpush_subscription
 from tidings.states import Effect
 
 # RFC 8030: a push service must take 4096 bytes of (encrypted) payload; more may be

@@ -16,7 +16,7 @@ import http_ece
 import py_vapid
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tidings.providers.webpush_subscription import Subscription
+from tidings.providers.webpush.subscription import Subscription
 
 RECORD_SIZE = 4096
 VAPID_LIFETIME_SECONDS = 12 * 3600
