@@ -8,13 +8,18 @@ suite then names each case the row does not fill (or marks NotApplicable, with w
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
+import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import urlencode, urlsplit
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from pydantic import SecretStr
 
 from tests.contract.cases import (
@@ -23,10 +28,14 @@ from tests.contract.cases import (
     Ambiguous,
     Answer,
     AtLeast,
+    Callback,
     Capabilities,
+    Inbound,
     Misconfigured,
+    NotApplicable,
     Raised,
     Repeat,
+    Sent,
 )
 from tests.messages import message, push
 from tidings.priorities import Channel, Priority
@@ -43,20 +52,25 @@ from tidings.providers.base import (
 )
 from tidings.providers.fcm import FcmAccount, FcmProvider
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider
+from tidings.providers.mailgun import signature as mailgun_signature
 from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
+from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
 from tidings.simulator.server import Simulator, SimulatorConfig
+from tidings.simulator.ses.api import SesSimulator
 from tidings.simulator.ses.config import SesConfig
 from tidings.simulator.smtp import SmtpServer
+from tidings.simulator.vonage.reports import sign as vonage_sign
 from tidings.states import Effect
 
-__all__ = ["PROVIDERS", "Contract", "ProviderError", "TransientError"]
+__all__ = ["OTHER", "PROVIDERS", "Contract", "ProviderError", "TransientError"]
 
 SUPPRESS, DEACTIVATE = Effect.SUPPRESS_ADDRESS, Effect.DEACTIVATE_DEVICE
 P, T, X = PermanentError, TransientError, PoisonError
@@ -93,6 +107,32 @@ class Contract:
 
     def unreachable(self, sim: Simulator, url: str) -> tuple[AccountSettings, Message]:
         return self.account(sim, base_url=url), self.message(sim)
+
+    # The inbound side (rows whose ``inbound`` is filled): callbacks to tidings.
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        """The settings' account ``name`` (the adapter's name, or OTHER), verifying its
+        callbacks with a secret of its own."""
+        raise NotImplementedError
+
+    def inbound_adapter(self, sim: Simulator, public_url: str) -> Provider:
+        """The adapter sending the message the callbacks report on."""
+        return self.adapter(self.receiving(sim, self.adapter(self.account(sim)).name))
+
+    def delivered(self, sent: Sent) -> Any:
+        """What the provider posts to say ``sent`` was delivered."""
+        raise NotImplementedError
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        """The request reporting ``event`` to ``account``, signed with that account's secret
+        (``forged``: with a secret no account has)."""
+        raise NotImplementedError
+
+
+# The second account of a provider's kind in the settings, with its own secret.
+OTHER = "other-account"
 
 
 def _email(address: str = "ada@example.com") -> Message:
@@ -136,6 +176,31 @@ class SendGrid(Contract):
     def message(self, sim: Simulator) -> Message:
         return _email()
 
+    signers: ClassVar = {"sendgrid-main": EventWebhookSigner(), OTHER: EventWebhookSigner()}
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, event_webhook_public_key=self.signers[name].public_key)
+
+    def delivered(self, sent: Sent) -> Any:
+        return [
+            {
+                "email": sent.address,
+                "timestamp": int(time.time()),
+                "event": "delivered",
+                "sg_event_id": uuid.uuid4().hex,
+                "sg_message_id": f"{sent.provider_msg_id}.filterdrecv-p3mdw1-18-5F5FC76C-9.0",
+                **sent.payload["personalizations"][0]["custom_args"],
+            }
+        ]
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        body = json.dumps(event).encode()
+        signer = EventWebhookSigner() if forged else self.signers[account]
+        headers = {"Content-Type": "application/json", **signer.sign(body)}
+        return Callback(f"/v1/webhooks/sendgrid/{account}", body, headers)
+
     capabilities = Capabilities(
         repeat=Repeat(),
         answers=(
@@ -160,6 +225,7 @@ class SendGrid(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=Inbound("sendgrid", "email", "ana@example.com", replay="deduplicated"),
     )
 
 
@@ -192,6 +258,33 @@ class Mailgun(Contract):
     def message(self, sim: Simulator) -> Message:
         return _email()
 
+    signing_keys: ClassVar = {
+        "mailgun-main": "signing-key-of-the-test",
+        OTHER: "signing-key-of-another",
+    }
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, webhook_signing_key=SecretStr(self.signing_keys[name]))
+
+    def delivered(self, sent: Sent) -> Any:
+        return {
+            "event": "delivered",
+            "id": uuid.uuid4().hex[:22],
+            "timestamp": time.time(),
+            "recipient": sent.address,
+            "message": {"headers": {"message-id": sent.provider_msg_id}},
+            "user-variables": {"tidings_delivery_id": sent.delivery_id},
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        key = "another-key" if forged else self.signing_keys[account]
+        signature = mailgun_signature.sign(key, int(time.time()))
+        body = json.dumps({"signature": signature, "event-data": event}).encode()
+        headers = {"Content-Type": "application/json"}
+        return Callback(f"/v1/webhooks/mailgun/{account}", body, headers)
+
     capabilities = Capabilities(
         repeat=Repeat(),
         answers=(
@@ -222,6 +315,16 @@ class Mailgun(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        # A captured signature is accepted once (the body is not signed): 406 tells Mailgun
+        # not to retry.
+        inbound=Inbound(
+            "mailgun",
+            "email",
+            "ana@example.com",
+            replay="refused",
+            replay_status=406,
+            replay_code="replayed",
+        ),
     )
 
 
@@ -252,6 +355,36 @@ class Postmark(Contract):
 
     def message(self, sim: Simulator) -> Message:
         return _email()
+
+    hook_user = "postmark-hooks"
+    hook_passwords: ClassVar = {
+        "postmark-main": "hook-password-of-the-test",
+        OTHER: "hook-password-2",
+    }
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        password = self.hook_passwords[name]
+        return self.account(sim, webhook_username=self.hook_user, webhook_password=password)
+
+    def delivered(self, sent: Sent) -> Any:
+        return {
+            "RecordType": "Delivery",
+            "MessageID": sent.provider_msg_id,
+            "MessageStream": "outbound",
+            "Metadata": sent.payload["Metadata"],
+            "ServerID": 23,
+            "Tag": "order.confirmed",
+            "Recipient": sent.address,
+            "DeliveredAt": "2026-11-30T12:00:00Z",
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        password = "wrong" if forged else self.hook_passwords[account]
+        token = base64.b64encode(f"{self.hook_user}:{password}".encode()).decode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Basic {token}"}
+        return Callback(f"/v1/webhooks/postmark/{account}", json.dumps(event).encode(), headers)
 
     capabilities = Capabilities(
         repeat=Repeat(),
@@ -290,6 +423,7 @@ class Postmark(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=Inbound("postmark", "email", "ana@example.com", replay="deduplicated"),
     )
 
 
@@ -324,6 +458,47 @@ class Ses(Contract):
 
     def message(self, sim: Simulator) -> Message:
         return _email()
+
+    other_topic = "arn:aws:sns:eu-west-1:123456789012:tidings-ses-of-another"
+
+    def topic_arn(self, sim: Simulator, name: str) -> str:
+        return sim.config.ses.topic_arn if name == "ses-main" else self.other_topic
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        # An account's callbacks are its SNS topic's, signed by SNS (the simulator's key,
+        # its certificate fetched from the simulator).
+        topics = [self.topic_arn(sim, name)]
+        return self.account(sim, sns_topic_arns=topics, sns_trusted_origins=[sim.url])
+
+    def delivered(self, sent: Sent) -> Any:
+        return {
+            "eventType": "Delivery",
+            "delivery": {"smtpResponse": "250 2.6.0 Message received"},
+            "mail": {
+                "messageId": sent.provider_msg_id,
+                "tags": {"tidings_delivery_id": [sent.delivery_id]},
+            },
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        ses = sim.http["ses"]
+        assert isinstance(ses, SesSimulator)
+        envelope = ses.topic.notification(event)
+        if account != "ses-main":  # a notification of the other account's topic
+            unsigned = {k: v for k, v in envelope.items() if not k.startswith("Signing")}
+            unsigned.pop("Signature", None)
+            envelope = ses.topic.sign_message(unsigned | {"TopicArn": self.topic_arn(sim, account)})
+        if forged:
+            fields = ("Message", "MessageId", "Timestamp", "TopicArn", "Type")
+            signed = "".join(f"{n}\n{envelope[n]}\n" for n in fields).encode()
+            forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            signature = forger.sign(signed, padding.PKCS1v15(), hashes.SHA1())
+            envelope = envelope | {"Signature": base64.b64encode(signature).decode()}
+        body = json.dumps(envelope).encode()
+        headers = {"Content-Type": "text/plain; charset=UTF-8"}
+        return Callback(f"/v1/webhooks/ses/{account}", body, headers)
 
     capabilities = Capabilities(
         repeat=Repeat(),
@@ -368,6 +543,7 @@ class Ses(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=Inbound("ses", "email", "ana@example.com", replay="deduplicated"),
     )
 
 
@@ -434,6 +610,10 @@ class Smtp(Contract):
             on_ambiguous="retry", marked=False, says="Timed out waiting for server response"
         ),
         refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable(
+            "bounces come back as DSN mail to the bounce listener, not as callbacks to "
+            "/v1/webhooks (tests/test_smtp_bounces.py)"
+        ),
     )
 
 
@@ -458,6 +638,46 @@ class Twilio(Contract):
 
     def message(self, sim: Simulator) -> Message:
         return _sms(self.to)
+
+    auth_tokens: ClassVar = {"twilio-main": "auth-token-of-the-test", OTHER: "token-of-another"}
+
+    def config(self, tmp_path: Path) -> SimulatorConfig:
+        token = self.auth_tokens["twilio-main"]
+        return SimulatorConfig(credentials_dir=tmp_path / "credentials", twilio_auth_token=token)
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        # Callbacks go to tidings' public URL for the delivery (no fixed callback URL).
+        return self.account(sim, auth_token=self.auth_tokens[name], status_callback_url=None)
+
+    def inbound_adapter(self, sim: Simulator, public_url: str) -> Provider:
+        account = self.receiving(sim, "twilio-main")
+        assert isinstance(account, TwilioAccount)
+        return TwilioProvider("twilio-main", account, public_url=public_url)
+
+    def delivered(self, sent: Sent) -> Any:
+        sid = sent.provider_msg_id
+        return {
+            "MessageSid": sid,
+            "SmsSid": sid,
+            "MessageStatus": "delivered",
+            "SmsStatus": "delivered",
+            "AccountSid": "AC0123456789abcdef0123456789abcdef",
+            "From": "+15005550006",
+            "To": sent.address,
+            "ApiVersion": "2010-04-01",
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        url = sent.payload["StatusCallback"].replace("/twilio-main?", f"/{account}?")
+        token = "wrong-token" if forged else self.auth_tokens[account]
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            SIGNATURE_HEADER: compute_signature(token, url, event),
+        }
+        parts = urlsplit(url)
+        return Callback(f"{parts.path}?{parts.query}", urlencode(event).encode(), headers)
 
     capabilities = Capabilities(
         repeat=Repeat(),
@@ -486,6 +706,7 @@ class Twilio(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="fail"),
         refused=Raised(T, UNCHECKED),
+        inbound=Inbound("twilio", "sms", "+5511912345678", replay="deduplicated"),
     )
 
 
@@ -506,6 +727,38 @@ class Vonage(Contract):
 
     def scripted(self, message: Message) -> str:
         return message.address.removeprefix("+")
+
+    signature_secrets: ClassVar = {
+        "vonage-main": "a-signature-secret-for-the-tests-0123456789",
+        OTHER: "the-signature-secret-of-another-account-0123",
+    }
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, signature_secret=self.signature_secrets[name])
+
+    def delivered(self, sent: Sent) -> Any:
+        return {
+            "message_uuid": sent.provider_msg_id,
+            "to": sent.address.removeprefix("+"),
+            "from": "447700900001",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "status": "delivered",
+            "channel": "sms",
+            "client_ref": sent.delivery_id,
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        body = json.dumps(event).encode()
+        secret = (
+            "not-the-secret-of-this-account-0123456789"
+            if forged
+            else self.signature_secrets[account]
+        )
+        token = vonage_sign(secret, body, "k", "app", time.time())
+        headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
+        return Callback(f"/v1/webhooks/vonage/{account}", body, headers)
 
     capabilities = Capabilities(
         repeat=Repeat(),
@@ -529,6 +782,7 @@ class Vonage(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="fail"),
         refused=Raised(T, UNCHECKED),
+        inbound=Inbound("vonage", "sms", "+447700900123", replay="deduplicated"),
     )
 
 
@@ -589,6 +843,7 @@ class Apns(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable("APNs answers each push and makes no callbacks"),
     )
 
 
@@ -640,6 +895,7 @@ class Fcm(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable("FCM answers each message and makes no callbacks"),
     )
 
 
@@ -696,6 +952,7 @@ class WebPush(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable("a push service answers each push and makes no callbacks"),
     )
 
 
@@ -754,6 +1011,10 @@ class Webhook(Contract):
         # A timeout is not marked ambiguous: the receiver dedupes a retry by its webhook id.
         ambiguous=Ambiguous(on_ambiguous="retry", marked=False, says="webhook timeout"),
         refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable(
+            "the webhook channel is outbound only: the producer's receiver verifies what "
+            "tidings signs (the misconfigured case: another secret is refused)"
+        ),
     )
 
 

@@ -7,8 +7,10 @@ Nothing here imports a provider: ``adapters.py`` is the only module of the suite
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
 
 from tidings.providers.base import ProviderError
 from tidings.states import Effect
@@ -120,6 +122,41 @@ class Ambiguous:
     says: str | None = None
 
 
+@dataclass(frozen=True)
+class Inbound:
+    """The provider's callbacks to ``POST /v1/webhooks/{kind}/{account}``: the channel and
+    recipient of the message they report on, and what a replay of a callback gets: refused
+    (``replay_status``, ``replay_code``) or answered and deduplicated (200, duplicates 1)."""
+
+    kind: str
+    channel: str
+    recipient: str
+    replay: Literal["refused", "deduplicated"]
+    replay_status: int = 200
+    replay_code: str | None = None
+
+
+@dataclass(frozen=True)
+class Callback:
+    """One request a provider makes to tidings: path (with its query), body, headers."""
+
+    path: str
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message sent through the dispatcher, as its callbacks name it."""
+
+    account: str  # the settings' account it went through (the adapter's name)
+    notification_id: str
+    delivery_id: str
+    provider_msg_id: str
+    address: str
+    payload: dict[str, Any]  # what the simulator received
+
+
 Case = Any  # a filled case, NotApplicable, or None: missing (the suite names it)
 
 # The cases every row must fill (or mark NotApplicable), in the order the suite reports them.
@@ -132,6 +169,7 @@ OUTBOUND_CASES = (
     "ambiguous",
     "refused",
 )
+INBOUND_CASES = ("inbound",)
 
 
 @dataclass
@@ -145,4 +183,17 @@ class Capabilities:
     misconfigured: tuple[Misconfigured, ...] | NotApplicable | None = None
     ambiguous: Ambiguous | NotApplicable | None = None
     refused: Raised | NotApplicable | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    inbound: Inbound | NotApplicable | None = None
+
+
+def case(capabilities: Capabilities, provider: str, name: str) -> Any:
+    """The row's ``name`` case; skipped when NotApplicable, failing when left out."""
+    found = getattr(capabilities, name)
+    if found is None:
+        pytest.fail(
+            f"provider {provider!r} has no {name!r} case: fill it in its row of "
+            "tests/contract/adapters.py, or mark it NotApplicable with the reason"
+        )
+    if isinstance(found, NotApplicable):
+        pytest.skip(f"{provider}: {name} does not apply: {found.why}")
+    return found

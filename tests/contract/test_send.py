@@ -12,13 +12,13 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.contract import cases
 from tests.contract.adapters import PROVIDERS, Contract, ProviderError, TransientError
-from tests.contract.cases import OUTBOUND_CASES, Ambiguous, Answer, Misconfigured, NotApplicable
+from tests.contract.cases import OUTBOUND_CASES, Ambiguous, Answer, Misconfigured
 from tidings.providers.base import Provider
 from tidings.simulator.server import Simulator
 
@@ -26,16 +26,7 @@ NAMES = sorted(PROVIDERS)
 
 
 def case(contract: Contract, name: str) -> Any:
-    """The row's ``name`` case; skipped when NotApplicable, failing when left out."""
-    found = getattr(contract.capabilities, name)
-    if found is None:
-        pytest.fail(
-            f"provider {contract.name!r} has no {name!r} case: fill it in its row of "
-            "tests/contract/adapters.py, or mark it NotApplicable with the reason"
-        )
-    if isinstance(found, NotApplicable):
-        pytest.skip(f"{contract.name}: {name} does not apply: {found.why}")
-    return found
+    return cases.case(contract.capabilities, contract.name, name)
 
 
 def rows(name: str) -> Iterator[Any]:
@@ -49,13 +40,6 @@ def rows(name: str) -> Iterator[Any]:
                 yield pytest.param(provider, item, id=f"{provider}-{label}")
         else:
             yield pytest.param(provider, None, id=provider)
-
-
-@pytest.fixture
-async def sim(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Simulator]:
-    contract = PROVIDERS[request.node.callspec.params["provider"]]
-    async with Simulator(contract.config(tmp_path)) as simulator:
-        yield simulator
 
 
 @contextlib.asynccontextmanager
