@@ -30,7 +30,7 @@ from tidings.providers.webpush.adapter import topic
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.webpush import WebPushSimulator
-from tidings.simulator.webpush_crypto import b64url, raw_public
+from tidings.simulator.webpush.crypto import b64url, raw_public
 from tidings.states import Effect
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tidings.simulator.apns import ApnsSimulator
-from tidings.simulator.fcm import TOKEN_PATH, FcmSimulator
+from tidings.simulator.fcm.api import TOKEN_PATH, FcmSimulator
 from tidings.simulator.sendgrid import SendGridSimulator
 from tidings.simulator.server import Simulator
 from tidings.simulator.smtp import SmtpServer

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import aiosmtplib
 
 from tidings.simulator.behaviour import ProviderState
-from tidings.simulator.dsn import build_dsn, outcome_for
+from tidings.simulator.smtp.dsn import build_dsn, outcome_for
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 6  # 0.2 + 0.4 + ... + 3.2 s of waits

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session, syntax
 
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
-from tidings.simulator.dsn_mailer import DsnMailer
 from tidings.simulator.selfsigned import self_signed
 from tidings.simulator.server import KNOWN_ERRORS, SERVERS
+from tidings.simulator.smtp.dsn_mailer import DsnMailer
 
 if TYPE_CHECKING:
     from tidings.simulator.server import Simulator

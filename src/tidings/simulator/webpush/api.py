@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames
 from tidings.simulator.keyfiles import pkcs8_pem, write_secret
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS
-from tidings.simulator.webpush_crypto import (
+from tidings.simulator.webpush.crypto import (
     Refused,
     b64url,
     b64url_decode,
