@@ -275,7 +275,7 @@ async def test_plain_retention_pass_deletes_and_makes_no_partitions(plain: Datab
     assert report.keys_deleted == 5  # the recent two were made now
     assert await count(db, notification) == 2
     assert await count(db, idempotency_key) == 2
-    if db.is_postgres:
+    if db.dialect.partitions:
         async with db.asyncpg() as conn:
             assert await partitions.attached(conn) == {t: set() for t in partitions.PARTITIONED}
 
@@ -409,7 +409,7 @@ async def test_migration_keeps_rows_on_plain_tables(empty_db: Database) -> None:
     # New notifications still go in, and the schema is the models' (test_migrations too).
     [fresh] = await accept(db, [draft(now, "after-migration", Status.PENDING)], now)
     assert isinstance(fresh, Accepted) and not fresh.replayed
-    if not db.is_postgres:
+    if not db.dialect.partitions:
         return
     # Then onto day partitions: every row moved into its day.
     done = await enable_partitions(db, now.date(), 7)
@@ -573,13 +573,13 @@ async def test_migration_0026_moves_a_small_database_onto_day_partitions(
     for item, at in zip(made, days, strict=True):
         await accept(db, [item], at)
         await add_events(db, at)
-    triggers = await _triggers(db) if db.is_postgres else []
+    triggers = await _triggers(db) if db.dialect.name == "postgresql" else []
     await upgrade(db)
-    assert await is_partitioned(db) == db.is_postgres
+    assert await is_partitioned(db) == db.dialect.partitions
     for table in (notification, delivery, delivery_event, idempotency_key):
         assert await count(db, table) == 3
     await _keys_answer(db, made, now)
-    if not db.is_postgres:
+    if not db.dialect.partitions:
         return
     assert await _triggers(db) == triggers
     for item, at in zip(made, days, strict=True):

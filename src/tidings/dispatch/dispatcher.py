@@ -155,7 +155,7 @@ class Dispatcher:
         if self.worker is None:
             # A worker is woken by its topics; the relays expand campaigns.
             helpers.append(asyncio.create_task(self.expander.run(stop)))
-        if self.service.db.is_postgres and self.worker is None:
+        if self.service.db.dialect.notifies and self.worker is None:
             helpers.append(
                 asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
             )
