@@ -25,6 +25,23 @@ class Layer:
     siblings_may_import: bool = False
 
 
+PROVIDER_PACKAGES = tuple(
+    f"tidings.providers.{kind}"
+    for kind in (
+        "apns",
+        "fcm",
+        "mailgun",
+        "postmark",
+        "sendgrid",
+        "ses",
+        "smtp",
+        "twilio",
+        "vonage",
+        "webhook",
+        "webpush",
+    )
+)
+
 # Top to bottom; keep in step with docs/architecture.md, Import layers.
 LAYERS: tuple[Layer, ...] = (
     Layer(
@@ -58,6 +75,12 @@ LAYERS: tuple[Layer, ...] = (
     Layer("dispatch: protection", ("tidings.dispatch.protection",)),
     Layer("transport", ("tidings.transport",)),
     Layer("content and policy", ("tidings.content", "tidings.policy")),
+    # providers/: the failover chains over the account kinds, the kinds and the receivers'
+    # registry, one package per provider (none imports another), then the vocabulary and
+    # the helpers they share (docs/architecture.md, A provider is a package).
+    Layer("providers: chains", ("tidings.providers.chains",)),
+    Layer("providers: registries", ("tidings.providers.kinds", "tidings.providers.registry")),
+    Layer("providers: one package each", PROVIDER_PACKAGES),
     Layer("providers", ("tidings.providers",)),
     Layer("tracking", ("tidings.tracking",)),
     Layer("store", ("tidings.store",)),
@@ -307,3 +330,10 @@ def test_pending_exceptions_allow_only_what_they_name_and_must_stay_in_use() -> 
     problems = _check(other, pending)
     assert len(problems) == 2  # the import, and the exception now unused
     assert problems[1].startswith("PENDING_EXCEPTIONS: tidings.content.preview no longer")
+
+
+def test_every_provider_package_is_placed_among_the_provider_packages() -> None:
+    """A new provider's folder joins PROVIDER_PACKAGES, so that no kind imports another."""
+    providers = Path(tidings.__file__).parent / "providers"
+    folders = {path.parent.name for path in providers.glob("*/__init__.py")}
+    assert {f"tidings.providers.{name}" for name in folders} == set(PROVIDER_PACKAGES)
