@@ -510,7 +510,6 @@ def fresh_certificates() -> Iterator[None]:
 def use_accounts(service: Service, sim: Simulator, **changes: Any) -> None:
     accounts = {
         "ses": ses_account(sim, **changes),
-        "ses-unconfigured": ses_account(sim, sns_topic_arns=[]),
     }
     service.settings = service.settings.model_copy(update={"accounts": accounts})
 
@@ -759,15 +758,11 @@ async def test_a_subscribe_url_off_sns_is_not_visited(
     assert not sns.confirmed
 
 
-async def test_unknown_unconfigured_and_malformed(
+async def test_malformed_requests_are_refused(
     client: httpx.AsyncClient, service: Service, sim: Simulator
 ) -> None:
+    """Unknown and unconfigured accounts: tests/contract/test_inbound.py."""
     use_accounts(service, sim)
-    confirmation = topic(sim).confirmation()
-    assert (await post_sns(client, confirmation, account="nope")).status_code == 404
-    unconfigured = await post_sns(client, confirmation, account="ses-unconfigured")
-    assert unconfigured.status_code == 403
-    assert unconfigured.json()["error"]["code"] == "webhook_not_configured"
     for body in (b"not json", b"[1]", b'{"Type": "Notification"}', b'{"Type": "Other"}'):
         response = await client.post("/v1/webhooks/ses/ses", content=body)
         assert response.status_code == 400, body

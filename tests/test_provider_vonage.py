@@ -259,7 +259,6 @@ SECRET = "a-signature-secret-for-the-tests-0123456789"
 def signed_account(service: Service, sim: Simulator) -> None:
     accounts = {
         "vg": account(sim, signature_secret=SECRET),
-        "vg-unsigned": account(sim, signature_secret=None),
     }
     service.settings = service.settings.model_copy(update={"accounts": accounts})
 
@@ -329,13 +328,8 @@ async def test_unsigned_forged_or_stale_webhooks_are_refused(
 
 
 @pytest.mark.usefixtures("signed_account")
-async def test_accounts_without_a_secret_or_unknown_and_bodies_not_json(
-    client: httpx.AsyncClient,
-) -> None:
-    body = _status_body()
-    token = sign(SECRET, body, "k", "app", time.time())
-    assert (await _post_status(client, body, token, "vg-unsigned")).status_code == 403
-    assert (await _post_status(client, body, token, "nobody")).status_code == 404
+async def test_a_signed_body_not_json_is_refused(client: httpx.AsyncClient) -> None:
+    """Unknown accounts and accounts without a secret: tests/contract/test_inbound.py."""
     junk = b"[1, 2]"
     refused = await _post_status(client, junk, sign(SECRET, junk, "k", "app", time.time()))
     assert refused.status_code == 400

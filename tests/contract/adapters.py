@@ -225,7 +225,13 @@ class SendGrid(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
-        inbound=Inbound("sendgrid", "email", "ana@example.com", replay="deduplicated"),
+        inbound=Inbound(
+            "sendgrid",
+            "email",
+            "ana@example.com",
+            replay="deduplicated",
+            unconfigured={"event_webhook_public_key": None},
+        ),
     )
 
 
@@ -324,6 +330,7 @@ class Mailgun(Contract):
             replay="refused",
             replay_status=406,
             replay_code="replayed",
+            unconfigured={"webhook_signing_key": None},
         ),
     )
 
@@ -423,7 +430,13 @@ class Postmark(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
-        inbound=Inbound("postmark", "email", "ana@example.com", replay="deduplicated"),
+        inbound=Inbound(
+            "postmark",
+            "email",
+            "ana@example.com",
+            replay="deduplicated",
+            unconfigured={"webhook_username": None, "webhook_password": None},
+        ),
     )
 
 
@@ -543,7 +556,13 @@ class Ses(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="retry"),
         refused=Raised(T, UNCHECKED),
-        inbound=Inbound("ses", "email", "ana@example.com", replay="deduplicated"),
+        inbound=Inbound(
+            "ses",
+            "email",
+            "ana@example.com",
+            replay="deduplicated",
+            unconfigured={"sns_topic_arns": []},
+        ),
     )
 
 
@@ -706,7 +725,18 @@ class Twilio(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="fail"),
         refused=Raised(T, UNCHECKED),
-        inbound=Inbound("twilio", "sms", "+5511912345678", replay="deduplicated"),
+        inbound=Inbound(
+            "twilio",
+            "sms",
+            "+5511912345678",
+            replay="deduplicated",
+            # An API key sends; only the auth token verifies Twilio's signatures.
+            unconfigured={
+                "auth_token": None,
+                "api_key_sid": "SK0123456789abcdef0123456789abcdef",
+                "api_key_secret": "an-api-key-secret",
+            },
+        ),
     )
 
 
@@ -782,7 +812,13 @@ class Vonage(Contract):
         ),
         ambiguous=Ambiguous(on_ambiguous="fail"),
         refused=Raised(T, UNCHECKED),
-        inbound=Inbound("vonage", "sms", "+447700900123", replay="deduplicated"),
+        inbound=Inbound(
+            "vonage",
+            "sms",
+            "+447700900123",
+            replay="deduplicated",
+            unconfigured={"signature_secret": None},
+        ),
     )
 
 

@@ -132,6 +132,8 @@ class Inbound:
     channel: str
     recipient: str
     replay: Literal["refused", "deduplicated"]
+    # The settings of an account that cannot verify callbacks (no secret to check them).
+    unconfigured: dict[str, Any]
     replay_status: int = 200
     replay_code: str | None = None
 

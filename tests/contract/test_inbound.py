@@ -23,6 +23,7 @@ from tidings.service import Service
 from tidings.simulator.server import Simulator
 
 NAMES = sorted(PROVIDERS)
+UNCONFIGURED = "unconfigured"
 
 
 def inbound(contract: Contract) -> Inbound:
@@ -39,6 +40,7 @@ async def sent(
     side = inbound(contract)
     sending = contract.inbound_adapter(sim, service.settings.public_url)
     accounts = {name: contract.receiving(sim, name) for name in (sending.name, OTHER)}
+    accounts[UNCONFIGURED] = contract.account(sim, **side.unconfigured)
     service.settings = service.settings.model_copy(update={"accounts": accounts})
     await put_type(client, channels=(side.channel,))
     to = {"email" if side.channel == "email" else "phone": side.recipient}
@@ -143,3 +145,19 @@ async def test_a_callback_for_another_accounts_message_is_ignored(
     assert (response.json()["applied"], response.json()["ignored"]) == (0, 1)
     assert await status(client, sent.notification_id, "SENT")
     assert "delivered" not in await kinds(client, sent.notification_id)
+
+
+@pytest.mark.parametrize("provider", NAMES)
+async def test_an_unknown_or_unconfigured_account_is_refused(
+    provider: str, sim: Simulator, client: httpx.AsyncClient, sent: Sent
+) -> None:
+    """A genuine callback sent to an account the settings do not have (404), or to one
+    without the secret to verify it (403): never taken unauthenticated."""
+    contract = PROVIDERS[provider]
+    genuine = delivered(contract, sim, sent, sent.account)
+    for account, expected in (("nobody", 404), (UNCONFIGURED, 403)):
+        path = genuine.path.replace(f"/{sent.account}", f"/{account}", 1)
+        response = await send(client, Callback(path, genuine.body, genuine.headers))
+        assert response.status_code == expected, (account, response.text)
+    assert response.json()["error"]["code"] == "webhook_not_configured"
+    assert await status(client, sent.notification_id, "SENT")
