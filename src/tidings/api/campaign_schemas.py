@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from tidings.api.schemas import JsonObject, TimeZone, Topic
+from tidings.campaigns.reads import PROFILE_FIELDS
 from tidings.intake.requests import ApiModel, SendAt, TypeName, UserIdIn
 from tidings.priorities import Channel, Priority
-from tidings.store.audiences import PROFILE_FIELDS
 
 MAX_INLINE_USERS = 10_000
 MAX_SPREAD = timedelta(days=7)

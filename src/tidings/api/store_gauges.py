@@ -4,7 +4,7 @@ running campaigns. They describe the whole service, whichever process serves the
 they are not per-process values to add up: no multiprocess gauge mode applies.
 
 Read at most every ``metrics_refresh_seconds`` (one read shared by concurrent scrapes),
-each from an index (store/gauges.py); a failed read keeps the last values, whose age
+each from an index (services/gauges.py); a failed read keeps the last values, whose age
 ``tidings_metrics_store_age_seconds`` shows.
 """
 
@@ -14,54 +14,22 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tidings.api.routes.providers import FRESH
 from tidings.clock import utcnow
 from tidings.priorities import Priority
+from tidings.service import Service
+from tidings.services.gauges import LaneQueue, RunningCampaign, Snapshot, read_snapshot
 from tidings.singleflight import SingleFlight
-from tidings.store import gauges, provider_state
-from tidings.store.engine import Database
-from tidings.store.gauges import LaneQueue, RunningCampaign
 
 log = logging.getLogger(__name__)
-
-# tidings_breaker_state: the worst state any live dispatcher reports for the account.
-BREAKER_CODES = {"closed": 0, "half_open": 1, "open": 2}
-# Running campaigns listed, newest first: a bound on the campaign gauges' series.
-MAX_CAMPAIGNS = 50
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    at: datetime
-    queues: dict[str, LaneQueue]
-    dead_letters: dict[str, int]
-    breakers: dict[str, int]
-    campaigns: list[RunningCampaign]
-
-
-async def read_snapshot(db: Database) -> Snapshot:
-    now = utcnow()
-    breakers: dict[str, int] = {}
-    for row in await provider_state.recent(db, now - FRESH):
-        code = BREAKER_CODES.get(str(row["state"].get("state")), 0)
-        breakers[row["account"]] = max(code, breakers.get(row["account"], 0))
-    return Snapshot(
-        at=now,
-        queues=await gauges.lane_queues(db, now),
-        dead_letters=await gauges.dead_letters(db),
-        breakers=breakers,
-        campaigns=await gauges.running_campaigns(db, MAX_CAMPAIGNS),
-    )
 
 
 @dataclass
 class StoreGauges(Collector):
-    db: Database
+    service: Service
     refresh_seconds: float
     snapshot: Snapshot | None = None
     _read_at: float = field(default=float("-inf"))
@@ -77,7 +45,7 @@ class StoreGauges(Collector):
 
     async def _read(self) -> None:
         try:
-            self.snapshot = await read_snapshot(self.db)
+            self.snapshot = await read_snapshot(self.service.db)
         except Exception as error:
             # The engine keeps statement parameters out of the error's text.
             log.warning("reading the metrics' gauges failed: %s", type(error).__name__)

@@ -31,12 +31,11 @@ from tidings.campaigns.dry_run import SendTimeRules, dry_run, estimated_seconds
 from tidings.campaigns.errors import CampaignError
 from tidings.campaigns.planning import spread_seconds
 from tidings.campaigns.progress import cancel, progress
+from tidings.campaigns.reads import Campaign, newest, of_namespace
 from tidings.clock import utcnow
 from tidings.intake.requests import IdempotencyKey
 from tidings.priorities import Priority
 from tidings.service import Service
-from tidings.store import campaigns as store
-from tidings.store.campaigns import Campaign
 
 router = APIRouter(prefix="/v1/campaigns", tags=["campaigns"], dependencies=needs(Scope.CAMPAIGNS))
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -197,8 +196,7 @@ def _shown_audience(campaign: Campaign) -> dict[str, Any]:
 
 async def _campaign(request: Request, campaign_id: uuid.UUID) -> Campaign | None:
     """The campaign, if it is the caller's namespace's."""
-    found = await store.get(service_of(request).db, campaign_id)
-    return found if found is not None and found.namespace == caller_of(request).namespace else None
+    return await of_namespace(service_of(request).db, caller_of(request).namespace, campaign_id)
 
 
 def _not_found(campaign_id: uuid.UUID) -> JSONResponse:
@@ -214,7 +212,7 @@ async def list_campaigns(
     """Campaigns, newest first; ``next`` is the ``after`` of the following page."""
     service = service_of(request)
     before = _cursor(after) if after else None
-    found = await store.newest(service.db, caller_of(request).namespace, limit + 1, before)
+    found = await newest(service.db, caller_of(request).namespace, limit + 1, before)
     page = found[:limit]
     following = _next_cursor(page[-1]) if len(found) > limit else None
     return CampaignList(campaigns=[_summary(c) for c in page], next=following)

@@ -27,10 +27,9 @@ from tidings.api.dashboard.sessions import Session, Sessions, same_origin
 from tidings.api.deps import service_of
 from tidings.clock import utcnow
 from tidings.policy.unsubscribe import load_secret
-from tidings.priorities import Priority
 from tidings.refusal import Refusal
-from tidings.store import deadletters
-from tidings.store.engine import Database
+from tidings.service import Service
+from tidings.services import deadletters
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ REPLAY_OUTCOMES = {
     "not_found": "is not a delivery of this namespace.",
 }
 
-Load = Callable[[Database, str, datetime], Awaitable[dict[str, Any]]]
+Load = Callable[[Service, str, datetime], Awaitable[dict[str, Any]]]
 
 
 def _sessions(request: Request) -> Sessions:
@@ -104,7 +103,7 @@ async def _show(request: Request, template: str, load: Load) -> Response:
     fresh = session is None  # open service: a session only for the forms' token
     session = session or Sessions.new()
     now = utcnow()
-    context = await load(service_of(request).db, caller.namespace, now)
+    context = await load(service_of(request), caller.namespace, now)
     response = page(
         template,
         caller=caller,
@@ -131,14 +130,14 @@ def _replay_flash(request: Request) -> str | None:
     return f"Delivery {delivery_id} {outcome}" if outcome else None
 
 
-async def _overview(db: Database, namespace: str, now: datetime) -> dict[str, Any]:
-    found = await views.overview(db, namespace, now)
+async def _overview(service: Service, namespace: str, now: datetime) -> dict[str, Any]:
+    found = await views.overview(service, namespace, now)
     peak = max((n for lane in found.lanes for n in lane.sent), default=0)
     return {"overview": found, "peak": peak}
 
 
-async def _dead_letters(db: Database, namespace: str, _now: datetime) -> dict[str, Any]:
-    found = await views.dead_letters(db, namespace, views.PAGE_DEAD_LETTERS)
+async def _dead_letters(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
+    found = await views.dead_letters(service, namespace, views.PAGE_DEAD_LETTERS)
     return {"dead_letters": found, "limit": views.PAGE_DEAD_LETTERS}
 
 
@@ -220,16 +219,10 @@ async def replay(request: Request, delivery_id: uuid.UUID) -> Response:
         return _forbidden("The form expired or came from another site: reload the page.")
     if Scope.ADMIN not in caller.scopes:
         return _forbidden(f"Replaying needs the admin scope; the key {caller.key_name!r} lacks it.")
-    service = service_of(request)
-    try:
-        priority = await deadletters.replay(service.db, delivery_id, caller.namespace, utcnow())
-    except LookupError:
-        outcome = "not_found"
-    else:
-        outcome = "replayed" if priority is not None else "not_failed"
-        if priority is not None:
-            service.wakeup.notify(Priority(priority))
-            log.info("dashboard: %r replayed delivery %s", caller.key_name, delivery_id)
+    replayed = await deadletters.replay(service_of(request), delivery_id, caller.namespace)
+    outcome = replayed.value  # replayed, not_failed, not_found: REPLAY_OUTCOMES' keys
+    if replayed is deadletters.Replay.REPLAYED:
+        log.info("dashboard: %r replayed delivery %s", caller.key_name, delivery_id)
     back = BACK.get(form.get("back", ""), BACK["dead-letters"])
     query = urlencode({"replayed": str(delivery_id), "outcome": outcome})
     return RedirectResponse(f"{back}?{query}", 303)

@@ -18,8 +18,7 @@ from fastapi import APIRouter, Path, Request, Response
 from tidings.api.auth import PUBLIC
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
-from tidings.clock import utcnow
-from tidings.store import engagement
+from tidings.services import engagement
 from tidings.tracking.engagement_links import InvalidToken
 from tidings.tracking.uris import as_uri
 from tidings.tracking.user_agents import MACHINE, agent_class
@@ -41,7 +40,7 @@ async def _record(
     request: Request, delivery_id: uuid.UUID, kind: str, detail: dict[str, Any]
 ) -> None:
     try:
-        await engagement.record(service_of(request).db, delivery_id, kind, detail, utcnow())
+        await engagement.record(service_of(request).db, delivery_id, kind, detail)
     except Exception as error:
         # The recipient gets the image or the page anyway; the count is what is lost.
         log.warning(

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Any
 
 import redis.asyncio as aioredis
-import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from redis.exceptions import RedisError
 
@@ -16,17 +13,10 @@ from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.dispatch.progress import stalled_lanes
 from tidings.service import Service
-from tidings.singleflight import SingleFlight
-from tidings.store.engine import Database
-from tidings.store.migrate import current_revision, head_revision
-from tidings.store.write_probe import probe_write
-
-log = logging.getLogger(__name__)
+from tidings.services import health
+from tidings.services.health import WriteProbe
 
 router = APIRouter(tags=["health"], dependencies=PUBLIC)
-
-# How long a write probe's verdict stands (a committed write costs a log flush).
-PROBE_SECONDS = 1.5
 
 
 @router.get("/healthz")
@@ -41,14 +31,10 @@ async def readyz(request: Request) -> Any:
     a write (a probe that commits and leaves nothing, at most every ``PROBE_SECONDS``)."""
     service: Service = request.app.state.service
     try:
-        async with service.db.engine.connect() as conn:
-            await conn.execute(sa.text("SELECT 1"))
-        current = await current_revision(service.db)
-    except (OSError, sa.exc.SQLAlchemyError) as error:
-        return error_response(
-            503, "database_unreachable", f"database unreachable: {type(error).__name__}"
-        )
-    head = head_revision()
+        schema = await health.schema(service.db)
+    except health.Unreachable as error:
+        return error_response(503, "database_unreachable", f"database unreachable: {error}")
+    current, head = schema.current, schema.head
     if current != head:
         return error_response(
             503,
@@ -70,37 +56,6 @@ async def readyz(request: Request) -> Any:
         # share of each rate (docs/architecture.md, Many dispatchers).
         answer["redis"] = await redis_state(service.settings.redis_url)
     return answer
-
-
-class WriteProbe:
-    """The last write probe's verdict, for ``PROBE_SECONDS``: a load balancer probing every
-    process often costs one committed write per process per interval, and concurrent
-    probes share the one in flight."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._at = -PROBE_SECONDS
-        self._refused: str | None = None
-        self._probe = SingleFlight(self._run)
-
-    async def refused(self) -> str | None:
-        """Why the database refuses writes, or None when a write commits."""
-        if time.monotonic() - self._at >= PROBE_SECONDS:
-            await self._probe()
-        return self._refused
-
-    async def _run(self) -> None:
-        try:
-            await probe_write(self.db)
-        except Exception as error:
-            # The driver's own error names the cause (asyncpg's ReadOnlySQLTransactionError,
-            # DiskFullError); its text goes to the log only, /readyz being public.
-            cause = getattr(error, "orig", None) or error
-            log.warning("readiness: a write to the database failed: %s", cause)
-            self._refused = f"the database refuses writes ({type(cause).__name__})"
-        else:
-            self._refused = None
-        self._at = time.monotonic()
 
 
 def _write_probe(app: Any) -> WriteProbe:

@@ -56,6 +56,6 @@ def _gauges(request: Request) -> StoreGauges:
     found: StoreGauges | None = getattr(state, "store_gauges", None)
     if found is None:
         service = service_of(request)
-        found = StoreGauges(service.db, service.settings.metrics_refresh_seconds)
+        found = StoreGauges(service, service.settings.metrics_refresh_seconds)
         state.store_gauges = found
     return found

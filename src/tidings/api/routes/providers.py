@@ -3,8 +3,7 @@ mass deactivation guard (docs/providers.md), and the guard's reset."""
 
 from __future__ import annotations
 
-import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -15,24 +14,15 @@ from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
 from tidings.clock import utcnow
-from tidings.dispatch.protection.guard_sync import GUARD_SYNC_SECONDS
 from tidings.intake.requests import ApiModel
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import builtin_account
 from tidings.service import Service
-from tidings.store import deactivation_guard as guards
-from tidings.store import provider_state
-from tidings.store.deactivation_guard import GuardRecord
-
-log = logging.getLogger(__name__)
+from tidings.services import providers
+from tidings.services.providers import GuardRecord, ProviderReport
 
 router = APIRouter(prefix="/v1", tags=["providers"], dependencies=needs(Scope.ADMIN))
-
-# Reports older than this are from a dispatcher that is gone.
-FRESH = timedelta(seconds=30)
-# Held deliveries are due this long after a reset: by then every dispatcher has read it.
-RESET_DUE = timedelta(seconds=2 * GUARD_SYNC_SECONDS)
 
 
 class BreakerOut(ApiModel):
@@ -98,11 +88,11 @@ async def list_providers(request: Request) -> Any:
     settings = service.settings
     chains = {channel.value: settings.chain(channel.value) for channel in Channel}
     now = utcnow()
-    reports = await provider_state.recent(service.db, now - FRESH)
-    records = {record.account: record for record in await guards.records(service.db)}
+    fleet = await providers.fleet(service.db, now)
+    reports = fleet.reports
     configured = [n for chain in chains.values() for n in chain]
     # Also what dispatchers report that this process's configuration does not name.
-    names = dict.fromkeys([*configured, *(r["account"] for r in reports)])
+    names = dict.fromkeys([*configured, *(r.account for r in reports)])
     accounts = []
     for name in names:
         account = _account(settings.accounts, name)
@@ -115,31 +105,29 @@ async def list_providers(request: Request) -> Any:
                 max_in_flight=account.max_in_flight if account else None,
                 breakers=[
                     BreakerOut(
-                        dispatcher=r["dispatcher"],
-                        updated_at=r["updated_at"],
-                        state={k: v for k, v in r["state"].items() if k != "lanes"},
+                        dispatcher=r.dispatcher,
+                        updated_at=r.updated_at,
+                        state={k: v for k, v in r.state.items() if k != "lanes"},
                     )
                     for r in reports
-                    if r["account"] == name
+                    if r.account == name
                 ],
-                deactivation_guard=_guard_out(records.get(name), name, now),
+                deactivation_guard=_guard_out(fleet.guards.get(name), name, now),
             )
         )
     return ProvidersOut(chains=chains, accounts=accounts, lanes=_lanes(reports))
 
 
-def _lanes(reports: list[dict[str, Any]]) -> list[DispatcherLanesOut]:
+def _lanes(reports: list[ProviderReport]) -> list[DispatcherLanesOut]:
     """Each dispatcher's lanes, from the newest of its reports (every account's carries
     them)."""
-    newest: dict[str, dict[str, Any]] = {}
+    newest: dict[str, ProviderReport] = {}
     for report in reports:
-        known = newest.get(report["dispatcher"])
-        if "lanes" in report["state"] and (
-            known is None or report["updated_at"] > known["updated_at"]
-        ):
-            newest[report["dispatcher"]] = report
+        known = newest.get(report.dispatcher)
+        if "lanes" in report.state and (known is None or report.updated_at > known.updated_at):
+            newest[report.dispatcher] = report
     return [
-        DispatcherLanesOut(dispatcher=name, updated_at=r["updated_at"], lanes=r["state"]["lanes"])
+        DispatcherLanesOut(dispatcher=name, updated_at=r.updated_at, lanes=r.state["lanes"])
         for name, r in sorted(newest.items())
     ]
 
@@ -153,30 +141,13 @@ async def reset_deactivation_guard(request: Request, account: str) -> Any:
     """Clear an account's mass deactivation guard now, once its configuration is fixed:
     every dispatcher follows within a second, and the deliveries it held are due again
     two seconds later (a guard that was clear stays clear)."""
-    service = service_of(request)
-    if not await _known(service, account):
-        return error_response(404, "not_found", f"no provider account {account!r}", "account")
     now = utcnow()
-    released = await guards.reset(service.db, account, now, now + RESET_DUE)
-    log.warning(
-        "deactivation guard of %s reset by an operator: %d held deliveries due again",
-        account,
-        released,
-    )
-    records = {record.account: record for record in await guards.records(service.db)}
-    shown = _guard_out(records.get(account), account, now)
+    reset = await providers.reset_guard(service_of(request), account, now)
+    if reset is None:
+        return error_response(404, "not_found", f"no provider account {account!r}", "account")
+    released, record = reset
+    shown = _guard_out(record, account, now)
     return GuardResetOut(account=account, released=released, deactivation_guard=shown)
-
-
-async def _known(service: Service, account: str) -> bool:
-    """Configured, reported by a dispatcher, or known to the guard's table."""
-    settings = service.settings
-    if account in settings.accounts or any(account in c for c in settings.chains().values()):
-        return True
-    reports = await provider_state.recent(service.db, utcnow() - FRESH)
-    if any(r["account"] == account for r in reports):
-        return True
-    return any(r.account == account for r in await guards.records(service.db))
 
 
 def _guard_out(record: GuardRecord | None, account: str, now: datetime) -> DeactivationGuardOut:

@@ -23,8 +23,7 @@ from tidings.api.schemas import (
 )
 from tidings.clock import utcnow
 from tidings.refusal import Refusal
-from tidings.store import campaigns, reports
-from tidings.store.types import get_type
+from tidings.services import reports
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 MAX_DAYS = 366
@@ -76,11 +75,11 @@ def report(counts: dict[str, int]) -> Report:
 async def campaign_report(request: Request, campaign_id: uuid.UUID) -> Any:
     """The campaign's sends, deliveries, bounces, complaints, opens, clicks, unsubscribes,
     failures and skips (by reason), with rates; up to date within a second or two."""
-    service = service_of(request)
-    found = await campaigns.get(service.db, campaign_id)
-    if found is None or found.namespace != caller_of(request).namespace:
+    namespace = caller_of(request).namespace
+    counts = await reports.of_campaign(service_of(request).db, namespace, campaign_id)
+    if counts is None:
         return error_response(404, "not_found", f"no campaign {campaign_id}", "campaignId")
-    return report(await reports.counters(service.db, [reports.campaign_scope(campaign_id)]))
+    return report(counts)
 
 
 def _day(text: str | None, field: str) -> date | None:
@@ -117,10 +116,9 @@ async def type_report(
         raise Refusal("invalid_request", "from must not be after to", "from")
     if (last - first).days >= MAX_DAYS:
         raise Refusal("invalid_request", f"at most {MAX_DAYS} days per report", "to")
-    service = service_of(request)
-    if await get_type(service.db, name) is None:
-        return error_response(404, "not_found", f"no notification type {name}", "name")
     namespace = caller_of(request).namespace
     days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
-    scopes = [reports.type_scope(namespace, name, day) for day in days]
-    return report(await reports.counters(service.db, scopes))
+    counts = await reports.of_type(service_of(request).db, namespace, name, days)
+    if counts is None:
+        return error_response(404, "not_found", f"no notification type {name}", "name")
+    return report(counts)

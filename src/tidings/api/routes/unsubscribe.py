@@ -17,11 +17,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from tidings.api.auth import PUBLIC
-from tidings.clock import utcnow
 from tidings.policy.unsubscribe import InvalidToken, Unsubscribe
 from tidings.service import Service
-from tidings.store import engagement, preferences, suppressions
-from tidings.store.suppressions import canonical_address
+from tidings.services import unsubscribe as unsubscribing
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["unsubscribe"], dependencies=PUBLIC)
@@ -76,13 +74,7 @@ async def unsubscribe(request: Request, token: str) -> HTMLResponse:
     except InvalidToken:
         return _invalid()
     service: Service = request.app.state.service
-    if wanted.user_id is not None:
-        await preferences.switch(
-            service.db, wanted.user_id, wanted.category, wanted.channel, False, utcnow()
-        )
-    elif wanted.address is not None:
-        address = canonical_address(wanted.channel, wanted.address)
-        await suppressions.put(service.db, wanted.channel, address, "unsubscribe", utcnow())
+    await unsubscribing.switch_off(service.db, wanted)
     if wanted.delivery_id is not None:
         await _record(service, wanted.delivery_id, wanted)
     text = f"You will no longer receive {wanted.category} messages by {wanted.channel}."
@@ -91,11 +83,8 @@ async def unsubscribe(request: Request, token: str) -> HTMLResponse:
 
 async def _record(service: Service, delivery_id: uuid.UUID, wanted: Unsubscribe) -> None:
     """The unsubscribe in its delivery's history; it stands even when this fails."""
-    detail = {"category": wanted.category, "channel": wanted.channel}
     try:
-        await engagement.record_once(
-            service.db, delivery_id, engagement.UNSUBSCRIBED, detail, utcnow()
-        )
+        await unsubscribing.record(service.db, delivery_id, wanted)
     except Exception as error:
         log.warning(
             "could not record the unsubscribe of delivery %s: %s",
