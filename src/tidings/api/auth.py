@@ -27,10 +27,9 @@ from fastapi.security.utils import get_authorization_scheme_param
 
 from tidings.clock import utcnow
 from tidings.refusal import Refusal
+from tidings.services import keys as api_keys
+from tidings.services.keys import Database, StoredKey
 from tidings.singleflight import SingleFlight
-from tidings.store import api_keys
-from tidings.store.api_keys import StoredKey
-from tidings.store.engine import Database
 
 KEY_PREFIX = "tdk_"
 # What listings show of a key: enough to tell keys apart, far too little to guess one.

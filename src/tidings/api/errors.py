@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 
 from tidings.group_commit import CommitAborted
 from tidings.refusal import Refusal
-from tidings.store.db_errors import unavailable
+from tidings.services.health import unavailable
 
 log = logging.getLogger(__name__)
 

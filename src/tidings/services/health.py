@@ -10,9 +10,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from tidings.singleflight import SingleFlight
+from tidings.store.db_errors import unavailable
 from tidings.store.engine import Database
 from tidings.store.migrate import current_revision, head_revision
 from tidings.store.write_probe import probe_write
+
+__all__ = ["PROBE_SECONDS", "Schema", "Unreachable", "WriteProbe", "schema", "unavailable"]
 
 log = logging.getLogger(__name__)
 
