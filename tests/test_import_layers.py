@@ -337,3 +337,47 @@ def test_every_provider_package_is_placed_among_the_provider_packages() -> None:
     providers = Path(tidings.__file__).parent / "providers"
     folders = {path.parent.name for path in providers.glob("*/__init__.py")}
     assert {f"tidings.providers.{name}" for name in folders} == set(PROVIDER_PACKAGES)
+
+
+# The application layer (docs/architecture.md, Application layer): routes call services/,
+# and nothing under api/ reads or writes the store itself. No exceptions.
+API = "tidings.api"
+STORE = "tidings.store"
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def api_imports_of_the_store(modules: Sequence[Module]) -> list[str]:
+    """Every import of ``store`` by a module of ``api/``, at any depth."""
+    known = {module.name for module in modules}
+    return [
+        f"{module.name}:{line} imports {name}: the API calls services/, never the store "
+        "(docs/architecture.md, Application layer)"
+        for module in modules
+        if _within(module.name, API)
+        for name, line in imported_names(module, known)
+        if _within(name, STORE)
+    ]
+
+
+def test_no_module_of_the_api_imports_the_store() -> None:
+    problems = api_imports_of_the_store(project_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_refuses_the_api_importing_the_store_and_allows_services() -> None:
+    deferred = "def f():\n    from tidings.store import users\n"
+    modules = [
+        Module("tidings.api.routes.registry", deferred),
+        Module("tidings.api.auth", "import tidings.store.engine\n"),
+        Module("tidings.services.registry", "from tidings.store import users\n"),
+        Module("tidings.store.users", ""),
+    ]
+    assert api_imports_of_the_store(modules) == [
+        "tidings.api.routes.registry:2 imports tidings.store.users: the API calls services/, "
+        "never the store (docs/architecture.md, Application layer)",
+        "tidings.api.auth:1 imports tidings.store.engine: the API calls services/, never the "
+        "store (docs/architecture.md, Application layer)",
+    ]
