@@ -18,7 +18,7 @@ import pytest
 
 from tests.contract import cases
 from tests.contract.adapters import PROVIDERS, Contract, ProviderError, TransientError
-from tests.contract.cases import OUTBOUND_CASES, Ambiguous, Answer, Misconfigured
+from tests.contract.cases import INBOUND_CASES, OUTBOUND_CASES, Ambiguous, Answer, Misconfigured
 from tidings.providers.base import Provider
 from tidings.simulator.server import Simulator
 
@@ -73,7 +73,7 @@ def test_every_provider_fills_every_case() -> None:
     missing = [
         f"{name}.{field}"
         for name in NAMES
-        for field in OUTBOUND_CASES
+        for field in OUTBOUND_CASES + INBOUND_CASES
         if getattr(PROVIDERS[name].capabilities, field) is None
     ]
     assert missing == [], f"cases missing from tests/contract/adapters.py: {missing}"
