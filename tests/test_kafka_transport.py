@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.helpers import eventually, put_type
 from tests.kafka_broker import Broker
@@ -217,19 +217,15 @@ async def _commit_ahead(service: Service, bootstrap: str, offset: int) -> None:
     topic = topic_name(Priority.HIGH, "email")
     await ensure_topics(bootstrap, service.settings.kafka, [topic])
     consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group_id(Priority.HIGH),
-        enable_auto_commit=False,
+        bootstrap_servers=bootstrap, group_id=group_id(Priority.HIGH), enable_auto_commit=False
     )
     await consumer.start()
     try:
-
-        async def joined() -> bool:
-            await consumer.getmany(timeout_ms=200)  # joins the group
-            return bool(consumer.assignment())
-
-        await eventually(joined, within=30)
+        # As the lanes do: their own partitions, the group only the name of the commits.
+        partitions = await eventually(consumer.topics, within=30) and (
+            consumer.partitions_for_topic(topic) or set()
+        )
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
         await consumer.commit({partition: offset for partition in consumer.assignment()})
     finally:
         await consumer.stop()

@@ -132,7 +132,7 @@ class Dispatcher:
         else:
             grace = settings.shutdown_grace
             self.lanes = [
-                KafkaLane(p, settings.lanes.for_priority(p), context, worker, grace)
+                KafkaLane(p, settings.lanes.for_priority(p), context, worker, grace, self.id)
                 for p in worker.priorities
             ]
 

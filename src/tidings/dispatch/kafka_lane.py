@@ -1,14 +1,17 @@
 """A Kafka worker's lane: consumes its priority's topics and sends what it claims.
 
-One consumer group per lane (``tidings.<priority>``), subscribed to the topics of the
-channels the worker serves. Each topic has the lane's concurrency to itself, and a topic
-whose account has no tokens (or whose slots are all busy) is paused rather than read, so
-that nothing is claimed only to be put back. Per batch of messages: the tickets are claimed
-QUEUED -> SENDING in one statement (a ticket whose row is no longer QUEUED under its lease
-is a duplicate, dropped), then the shared pipeline (dispatch/sending.py) checks and sends
-exactly as the direct lanes do. A message's offset is committed only once its delivery's
-outcome is written (transport/offsets.py): a worker that dies loses nothing, and the
-messages it had read come back to whoever takes its partitions, and find their rows taken.
+A lane reads the partitions it computes itself from the live workers of its priority
+(transport/assignment.py): no broker-side consumer group decides, so a group the broker
+keeps broken (members and no partition, as tansu did) cannot stall it. Offsets are still
+committed at the broker, under a group no consumer joins (``tidings.<priority>.offsets``).
+Each topic has the lane's concurrency to itself, and a topic whose account has no tokens
+(or whose slots are all busy) is paused rather than read, so that nothing is claimed only
+to be put back. Per batch of messages: the tickets are claimed QUEUED -> SENDING in one
+statement (a ticket whose row is no longer QUEUED under its lease is a duplicate, dropped),
+then the shared pipeline (dispatch/sending.py) checks and sends exactly as the direct lanes
+do. A message's offset is committed only once its delivery's outcome is written
+(transport/offsets.py): a worker that dies loses nothing, and the messages it had read come
+back to whoever takes its partitions, and find their rows taken.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tidings.clock import utcnow
 from tidings.dispatch.lane_settings import LaneSettings
@@ -29,7 +32,9 @@ from tidings.dispatch.progress import LaneProgress, LaneWatch
 from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery
+from tidings.store.provider_state import reported_lanes
 from tidings.store.queue import claim_queued, has_queued
+from tidings.transport.assignment import partitions_of
 from tidings.transport.offsets import OffsetTracker
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket
@@ -43,16 +48,16 @@ COMMIT_WAIT_SECONDS = 10.0
 RECONNECT_SECONDS = 1.0
 # How often an idle lane checks that its positions are still inside the partitions' logs.
 TRUNCATION_CHECK_SECONDS = 5.0
-# Bounds on the broker calls of a session's end: a revoke's commit must end well within the
-# group's rebalance timeout, or the member is dropped, rejoins, and the group rebalances
-# again and again; a consumer that cannot leave its group is abandoned (the broker's
-# session timeout frees its partitions).
+# Bounds on the broker calls of a session's end and of a partition handed to another
+# worker; a consumer that cannot stop is abandoned.
 REVOKE_COMMIT_SECONDS = 3.0
 END_COMMIT_SECONDS = 3.0
 CONSUMER_STOP_SECONDS = 5.0
-# A worker killed without leaving its group holds its partitions this long at most.
-SESSION_TIMEOUT_MS = 10_000
-REBALANCE_TIMEOUT_MS = 10_000
+# How often a lane computes its partitions again (from the workers' reports, every 2 s).
+ASSIGN_SECONDS = 2.0
+# A worker whose dispatcher has not reported for this long is gone (killed): its partitions
+# go to the others. Three report intervals, as for the dispatchers' shares of a rate.
+LIVE_AFTER_SECONDS = 6.0
 # How long the consume loop gets to see that its session ends before it is cancelled.
 STEP_SETTLE_SECONDS = 2.0
 
@@ -84,8 +89,11 @@ class KafkaLane:
         context: LaneContext,
         plan: WorkerPlan,
         grace: float = 10.0,
+        member: str = "",
     ) -> None:
         self.priority = priority
+        # This worker among the lane's readers: its dispatcher's id, as it reports it.
+        self.member = member or f"{plan.kafka.client_id}-{id(self):x}"
         self.grace = grace
         self.settings = settings
         self.context = context
@@ -94,17 +102,22 @@ class KafkaLane:
         self.topics = {topic_name(priority, c): Channel(c).value for c in plan.channels}
         self.offsets = OffsetTracker()
         self._checked_at = 0.0
+        self._assigned_at: float | None = None
+        # The next offset to read of each partition read so far (kept across a new
+        # assignment, which would otherwise restart every partition from its commit).
+        self._next: dict[TopicPartition, int] = {}
+        self._readers: dict[str, list[str]] = {}
         self.progress = self.pipeline.progress = LaneProgress(priority.value, "kafka")
+        self.progress.channels = tuple(self.topics.values())
         self.watch = LaneWatch(
             self.progress,
             settings.stall_seconds,
             self._has_work,
             self._reset,
-            # A session's end drains its sends, commits and leaves the group, each bounded.
+            # A session's end drains its sends, commits and stops its consumer, each bounded.
             settle=grace + STEP_SETTLE_SECONDS + END_COMMIT_SECONDS + CONSUMER_STOP_SECONDS,
-            # A consumer that could not leave holds its partitions for a session timeout,
-            # and the group waits a rebalance timeout for its members to rejoin.
-            min_restart_seconds=(SESSION_TIMEOUT_MS + REBALANCE_TIMEOUT_MS) / 1000 + 10,
+            # A restarted lane reads its partitions again after a report or two.
+            min_restart_seconds=LIVE_AFTER_SECONDS + 2 * ASSIGN_SECONDS + 10,
         )
 
     @property
@@ -117,13 +130,12 @@ class KafkaLane:
         await self.watch.supervise(self._session, stop)
 
     async def _session(self, end: asyncio.Event) -> None:
-        """One consumer's life: joined to the lane's group until ``end``."""
+        """One consumer's life: reading the lane's partitions until ``end``."""
         while not end.is_set():
             consumer = self._consumer()
             try:
                 # Created here too, so that no broker makes them with its own defaults.
                 await ensure_topics(self.plan.bootstrap, self.plan.kafka, list(self.topics))
-                consumer.subscribe(list(self.topics), listener=_Rebalance(self, consumer))
                 await consumer.start()
             except Exception as error:
                 log.warning("%s lane: broker unreachable (%s)", self.priority, error_name(error))
@@ -139,6 +151,7 @@ class KafkaLane:
                 await self.pipeline.drain(self.grace)
                 await self.commit(consumer, wait=END_COMMIT_SECONDS)
                 self.offsets = OffsetTracker()  # the next consumer starts from the commits
+                self._next, self._assigned_at = {}, None
                 self.progress.assigned = 0
                 await _stop_quietly(consumer)
             return
@@ -178,9 +191,64 @@ class KafkaLane:
             fetch_max_wait_ms=kafka.fetch_wait_ms,
             # Topics a restarted broker lost, and created again by a relay, are found soon.
             metadata_max_age_ms=5_000,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
         )
+
+    async def _reassign(self, consumer: AIOKafkaConsumer) -> None:
+        """Every ``ASSIGN_SECONDS``: read the partitions that are this worker's now."""
+        now = asyncio.get_running_loop().time()
+        if self._assigned_at is not None and now - self._assigned_at < ASSIGN_SECONDS:
+            return
+        self._assigned_at = now
+        try:
+            async with asyncio.timeout(ASSIGN_SECONDS * 2):
+                self._readers = await self._live_readers()
+        except Exception as error:
+            # The database is away: the last readers known (none at first: all is ours).
+            log.info("%s lane: live workers not known (%s)", self.priority, error_name(error))
+        try:
+            async with asyncio.timeout(ASSIGN_SECONDS * 2):
+                await consumer.topics()  # the partitions of every topic, fresh
+        except Exception as error:
+            log.info("%s lane: partitions not known (%s)", self.priority, error_name(error))
+            return
+        partitions = {t: consumer.partitions_for_topic(t) or set() for t in self.topics}
+        wanted = {
+            TopicPartition(t, p) for t, p in partitions_of(self.member, self._readers, partitions)
+        }
+        await self._take_partitions(consumer, wanted)
+
+    async def _live_readers(self) -> dict[str, list[str]]:
+        """Each of the lane's topics, and the workers that reported reading it lately."""
+        since = utcnow() - timedelta(seconds=LIVE_AFTER_SECONDS)
+        readers: dict[str, list[str]] = {}
+        for member, lanes in (await reported_lanes(self.context.db, since)).items():
+            for lane in lanes:
+                if lane.get("transport") != "kafka" or lane.get("priority") != self.priority.value:
+                    continue
+                channels = lane.get("channels") or list(self.topics.values())
+                for topic in self.topics:
+                    if self.topics[topic] in channels:
+                        readers.setdefault(topic, []).append(member)
+        return readers
+
+    async def _take_partitions(
+        self, consumer: AIOKafkaConsumer, wanted: set[TopicPartition]
+    ) -> None:
+        """Read ``wanted`` from now on; what is done of the partitions let go is committed
+        first, and the partitions kept are read on from where they were."""
+        current = consumer.assignment()
+        if wanted == current:
+            return
+        gone = current - wanted
+        if gone:
+            await self.commit(consumer, gone, wait=REVOKE_COMMIT_SECONDS)
+            self.offsets.forget(gone)
+        kept = {p: self._next[p] for p in current & wanted if p in self._next}
+        self._next = dict(kept)
+        consumer.assign(sorted(wanted))
+        for partition, offset in kept.items():
+            consumer.seek(partition, offset)
+        log.info("%s lane: reads %d partitions (%d let go)", self.priority, len(wanted), len(gone))
 
     async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         committer = asyncio.create_task(self._commit_every(consumer, stop))
@@ -200,6 +268,7 @@ class KafkaLane:
 
     async def _step(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         """Read what the topics have slots and tokens for; pause the others."""
+        await self._reassign(consumer)
         assignment = consumer.assignment()
         self.progress.assigned = len(assignment)
         partitions = _by_topic(assignment)
@@ -271,6 +340,7 @@ class KafkaLane:
                 partition,
             )
             self.offsets.forget([partition])
+            self._next.pop(partition, None)
             await consumer.seek_to_beginning(partition)
 
     def _budget(self, channel: str) -> int:
@@ -302,6 +372,7 @@ class KafkaLane:
         ]
         for read in reads:
             self.offsets.started(read.partition, read.offset)
+            self._next[read.partition] = read.offset + 1
         self.progress.read(len(reads))
         tickets = [r.ticket for r in reads if r.ticket is not None]
         now = utcnow()
@@ -358,6 +429,7 @@ class KafkaLane:
             first[read.partition] = min(read.offset, first.get(read.partition, read.offset))
         for partition, offset in first.items():
             self.offsets.rewind(partition, offset)
+            self._next[partition] = offset
             consumer.seek(partition, offset)
 
     async def _commit_every(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
@@ -388,21 +460,6 @@ class KafkaLane:
 
     async def drain(self, grace: float) -> None:
         await self.pipeline.drain(grace)
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Before partitions move to another worker, commit what is done of them."""
-
-    def __init__(self, lane: KafkaLane, consumer: AIOKafkaConsumer) -> None:
-        self.lane = lane
-        self.consumer = consumer
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self.lane.commit(self.consumer, set(revoked), wait=REVOKE_COMMIT_SECONDS)
-        self.lane.offsets.forget(revoked)
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None
 
 
 def _by_topic(partitions: set[TopicPartition]) -> dict[str, list[TopicPartition]]:

@@ -6,7 +6,7 @@ dispatcher's report) and ``/readyz`` show. ``LaneWatch`` runs the lane's loop as
 *session*: when the lane has work (``has_work``) and has moved nothing for
 ``stall_seconds``, it says so in the log, ends the session (cancelled if it does not end by
 itself: a hung await) and starts a new one, which for a Kafka lane is a new consumer that
-rejoins its group, after forgetting the lane's token estimates. A session that ends by
+takes its partitions again, after forgetting the lane's token estimates. A session that ends by
 itself is started again too, so no swallowed error can end a lane for good. At ``stop`` a
 session still running after ``settle`` seconds is cancelled: shutdown is bounded.
 """
@@ -42,9 +42,11 @@ class LaneProgress:
     outcomes: int = 0
     sends: int = 0
     restarts: int = 0
-    # Kafka: the partitions the lane's consumer holds now (None: a direct lane). A stalled
-    # lane holding none is waiting on its consumer group at the broker.
+    # Kafka: the partitions the lane's consumer holds now (None: a direct lane).
     assigned: int | None = None
+    # Kafka: the channels whose topics the lane reads (the workers' reports say who reads
+    # what, and lanes share their partitions by them: transport/assignment.py).
+    channels: tuple[str, ...] | None = None
     last_success_at: float | None = None  # wall time of the last send
     stalled_since: float | None = None  # wall time; None while the lane moves
     _moved: float = field(default=0.0, repr=False)
@@ -120,6 +122,7 @@ class LaneProgress:
             "idleSeconds": round(self.idle_for(), 1),
             "stalledSince": self.stalled_since,
             "assignedPartitions": self.assigned,
+            "channels": list(self.channels) if self.channels is not None else None,
         }
 
 
@@ -215,7 +218,7 @@ class LaneWatch:
                 self.progress.priority,
                 self.progress.transport,
                 self.progress.idle_for(),
-                " (its consumer holds no partition)" if self.progress.assigned == 0 else "",
+                " (it holds no partition)" if self.progress.assigned == 0 else "",
             )
             first = max(self.stall_seconds, self.min_restart_seconds)
             self._patience = min(MAX_PATIENCE_SECONDS, 2 * self._patience) if restarted else first

@@ -28,8 +28,10 @@ def all_topics(
 
 
 def group_id(priority: Priority) -> str:
-    """One consumer group per lane: a HIGH worker never shares a group with a LOW one."""
-    return f"{PREFIX}.{priority.value}"
+    """The group under which a lane's offsets are committed. No consumer joins it (lanes
+    compute their partitions themselves, transport/assignment.py), so that no member the
+    broker keeps in it can refuse the lanes' commits."""
+    return f"{PREFIX}.{priority.value}.offsets"
 
 
 async def ensure_topics(bootstrap: str, settings: KafkaSettings, topics: Iterable[str]) -> int:
