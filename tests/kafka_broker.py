@@ -5,13 +5,11 @@ loss the Kafka transport must survive."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.processes import free_port
+from tests.processes import free_port, wait_listening
 
 
 def broker_binary() -> str:
@@ -50,17 +48,8 @@ class Broker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if self.process.poll() is not None:
-                    tail = self.log_path.read_text()[-2000:]
-                    raise RuntimeError(f"tansu exited: {tail}") from None
-                time.sleep(0.05)
-        raise RuntimeError("tansu did not start listening within 15 s")
+        wait_listening(self.port, self.process, 15, self.log_path)
+        return self
 
     def stop(self) -> None:
         """SIGKILL: the broker's memory (topics, messages, offsets) is gone."""

@@ -32,6 +32,26 @@ def free_port() -> int:
         return port
 
 
+def wait_listening(
+    port: int, process: subprocess.Popen[bytes], within: float = 15, log_path: Path | None = None
+) -> None:
+    """Until something listens on 127.0.0.1:``port``; fails (with the log's tail, if any)
+    when ``process`` exits first or nothing listens ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if process.poll() is not None:
+                tail = log_path.read_text()[-2000:] if log_path is not None else ""
+                raise RuntimeError(
+                    f"{process.args[0]} exited ({process.returncode}): {tail}"
+                ) from None
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port} after {within}s")
+
+
 def run_cli(
     *args: str, cwd: Path, env: Mapping[str, str], timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -39,6 +38,7 @@ from tests.processes import (
     TidingsProcesses,
     free_port,
     tidings_env,
+    wait_listening,
     wait_ready,
 )
 from tests.system.schedules import DIRECT_ROLES, KAFKA_ROLES, Fault, Kind, names
@@ -77,7 +77,7 @@ class OwnRedis:
         args = [binary, "--port", str(self.port), "--save", "", "--appendonly", "no"]
         with self.log_path.open("ab") as out:
             self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        _wait_listening(self.port, self.process)
+        wait_listening(self.port, self.process, 15, self.log_path)
         return self
 
     def stop(self) -> None:
@@ -86,19 +86,6 @@ class OwnRedis:
             self.process.kill()
             self.process.wait(10)
         self.process = None
-
-
-def _wait_listening(port: int, process: subprocess.Popen[bytes], within: float = 15) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"{process.args} exited with {process.returncode}") from None
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port} after {within}s")
 
 
 @dataclass
