@@ -191,7 +191,7 @@ def early_tickets(prefix: str, ids: Iterable[uuid.UUID]) -> tuple[int, int]:
 def main() -> None:
     with open(f"{os.environ[ENV]}.{os.getpid()}", "a", buffering=1) as out:
         install(_Marks(out))
-        from tidings.cli import app
+        from tidings.cli.app import app
 
         sys.argv = ["tidings", *sys.argv[1:]]
         app()

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from tests.helpers import eventually
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
-from tidings import campaign_cli
-from tidings.cli import app
+from tidings.cli import campaigns as campaign_cli
+from tidings.cli.app import app
 
 SUBCOMMANDS = ["create", "dry-run", "status", "cancel", "list"]
 CAMPAIGN_ID = "01a230d8-86f3-75e2-8dfa-aade46dbfad9"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tests.helpers import eventually
 from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
-from tidings.cli import app
+from tidings.cli.app import app
 
 COMMANDS = [
     "serve",

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
-from tidings.cli import app
+from tidings.cli.app import app
 from tidings.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

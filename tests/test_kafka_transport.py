@@ -336,7 +336,7 @@ async def _queue(client: httpx.AsyncClient, service: Service, expired: int, live
 def test_the_commands_say_what_the_kafka_transport_needs() -> None:
     from typer.testing import CliRunner
 
-    from tidings.cli import app
+    from tidings.cli.app import app
 
     runner = CliRunner()
     direct = runner.invoke(app, ["relay"], env={"TIDINGS_TRANSPORT": "direct"})

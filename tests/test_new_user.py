@@ -20,7 +20,7 @@ from tests.conftest import pg_admin, pg_url, run_blocking
 from tests.processes import free_port, run_cli, tidings_env, tidings_processes, wait_ready
 from tests.test_dashboard import chromium_or_skip
 from tidings.api.auth import Scope
-from tidings.cli import error_text
+from tidings.cli.common import error_text
 from tidings.store.engine import connect
 from tidings.store.migrate import current_revision, upgrade
 
@@ -31,7 +31,7 @@ HEAVY = ("fastapi", "sqlalchemy", "aiokafka", "aiohttp", "httpx", "pydantic", "a
 def test_the_cli_loads_no_heavy_module_before_a_command_needs_it() -> None:
     probe = (
         "import sys, json\n"
-        "from tidings.cli import main\n"
+        "from tidings.cli.app import main\n"
         "sys.argv = ['tidings', '--help']\n"
         "try:\n"
         "    main()\n"
@@ -47,7 +47,7 @@ def test_the_cli_loads_no_heavy_module_before_a_command_needs_it() -> None:
 
 
 def test_the_keys_help_names_every_scope() -> None:
-    from tidings.keys_cli import SCOPE_NAMES
+    from tidings.cli.keys import SCOPE_NAMES
 
     assert set(SCOPE_NAMES) == {scope.value for scope in Scope}
 

@@ -20,7 +20,7 @@ import standardwebhooks
 from typer.testing import CliRunner
 
 from tests.messages import message
-from tidings.cli import app
+from tidings.cli.app import app
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, TransientError
 from tidings.providers.ssrf import is_public

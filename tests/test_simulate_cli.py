@@ -18,7 +18,7 @@ from tests.processes import (
     tidings_processes,
     wait_ready,
 )
-from tidings.cli import app
+from tidings.cli.app import app
 from tidings.settings import Settings
 
 

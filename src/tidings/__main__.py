@@ -1,3 +1,3 @@
-from tidings.cli import main
+from tidings.cli.app import main
 
 main()

@@ -9,15 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tidings.cli import (
+from tidings.cli.common import (
     Command,
     ConfigOption,
     JsonOption,
-    _settings,
-    app,
     console,
     fail,
     in_database,
+    load_settings,
     new_typer,
 )
 
@@ -26,7 +25,6 @@ if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
     from tidings.store.engine import Database
 
 keys = new_typer("API keys: who may call the API, with which scopes, in which namespace.")
-app.add_typer(keys, name="keys")
 
 # api.auth.Scope's values (a test holds them equal), spelled out here because the help is
 # built when this module loads, and importing the API (FastAPI) would slow every command.
@@ -85,7 +83,7 @@ def create(
     if rate is not None and not (0 < rate <= 1_000_000 and math.isfinite(rate)):
         fail("--rate: a number of notifications per second above 0, at most 1000000")
     chosen = _scopes(scopes)
-    space = namespace if namespace is not None else _settings(config).namespace
+    space = namespace if namespace is not None else load_settings(config).namespace
     if not 1 <= len(space) <= 100:
         fail("--namespace: 1 to 100 characters")
     key, stored = issue_key(name, chosen, space, rate)

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from tidings.cli import (
+from tidings.cli.common import (
     Command,
     JsonOption,
     UrlOption,
-    app,
     console,
     error_text,
     fail,
@@ -32,7 +31,6 @@ if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
     from rich.progress import TaskID
 
 campaign = new_typer("Campaigns: one notification type sent to a whole audience.")
-app.add_typer(campaign, name="campaign")
 # The Idempotency-Key made up for `create` (and the --watch bar with --json) goes to stderr:
 # stdout stays the answer.
 notes = Console(stderr=True)

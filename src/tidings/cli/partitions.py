@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tidings.cli import Command, ConfigOption, _settings, app, console, fail, in_database, new_typer
+from tidings.cli.common import (
+    Command,
+    ConfigOption,
+    console,
+    fail,
+    in_database,
+    load_settings,
+    new_typer,
+)
 
 if TYPE_CHECKING:  # imported where used: every `tidings` call loads this module
     from tidings.store.engine import Database
@@ -17,7 +25,6 @@ partitions = new_typer(
     "dropped whole by retention. The default: `tidings migrate` puts a new or small database "
     "on them; `enable` moves a larger one, which the migration leaves on plain tables."
 )
-app.add_typer(partitions, name="partitions")
 
 
 @partitions.command("enable", cls=Command)
@@ -31,7 +38,7 @@ def enable(config: ConfigOption = None) -> None:
     from tidings.clock import utcnow
     from tidings.store.partitions import PartitionsUnavailable, enable_partitions
 
-    ahead = _settings(config).partitions_ahead
+    ahead = load_settings(config).partitions_ahead
 
     async def work(db: Database) -> str:
         try:
