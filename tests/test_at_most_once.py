@@ -9,10 +9,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from tests.helpers import eventually, post, put_type
@@ -40,6 +42,10 @@ async def row(db: Database, delivery_id: uuid.UUID | str) -> Any:
         return (await conn.execute(query)).one()
 
 
+async def rows(db: Database, ids: Sequence[uuid.UUID | str]) -> list[Any]:
+    return [await row(db, i) for i in ids]
+
+
 async def accept_sms(client: httpx.AsyncClient) -> str:
     await put_type(client, "code", channels=("sms",))
     answer = await post(client, {"type": "code", "to": {"phone": "+15550001111"}})
@@ -54,16 +60,33 @@ async def claim(db: Database, now: datetime, lease: float = 1.0) -> ClaimedDeliv
 
 def start_of(claimed: ClaimedDelivery, attempts: int | None = None) -> SendStart:
     attempts = claimed.attempts if attempts is None else attempts
-    return SendStart(delivery_id=claimed.id, claimed_attempts=attempts, account=ONCE)
+    return first_start(claimed.id, attempts)
+
+
+def first_start(delivery_id: uuid.UUID, attempts: int = 1) -> SendStart:
+    return SendStart(delivery_id=delivery_id, claimed_attempts=attempts, account=ONCE)
+
+
+@dataclass
+class Claimed:
+    """An SMS accepted (its id as the API answered) and claimed at ``now`` for 1 s."""
+
+    delivery_id: str
+    now: datetime
+    delivery: ClaimedDelivery
+
+
+@pytest.fixture
+async def claimed_sms(client: httpx.AsyncClient, db: Database) -> Claimed:
+    delivery_id = await accept_sms(client)
+    now = utcnow()
+    return Claimed(delivery_id, now, await claim(db, now))
 
 
 async def test_a_lease_lost_during_the_call_fails_ambiguous_into_the_dead_letters(
-    client: httpx.AsyncClient, service: Service
+    client: httpx.AsyncClient, db: Database, claimed_sms: Claimed
 ) -> None:
-    db = service.db
-    delivery_id = await accept_sms(client)
-    now = utcnow()
-    claimed = await claim(db, now)
+    delivery_id, now, claimed = claimed_sms.delivery_id, claimed_sms.now, claimed_sms.delivery
     assert await mark_sends_started(db, [start_of(claimed)], now) == {claimed.id}
     # The process dies during the provider call: the reaper finds the mark.
     later = now + timedelta(seconds=2)
@@ -91,12 +114,9 @@ async def test_a_lease_lost_during_the_call_fails_ambiguous_into_the_dead_letter
 
 
 async def test_a_start_mark_is_fenced_and_cleared_by_the_outcome(
-    client: httpx.AsyncClient, service: Service
+    db: Database, claimed_sms: Claimed
 ) -> None:
-    db = service.db
-    delivery_id = await accept_sms(client)
-    now = utcnow()
-    claimed = await claim(db, now)
+    delivery_id, now, claimed = claimed_sms.delivery_id, claimed_sms.now, claimed_sms.delivery
     # Another attempt's mark (a stale worker) holds no fence and marks nothing.
     assert await mark_sends_started(db, [start_of(claimed, claimed.attempts - 1)], now) == set()
     assert (await row(db, delivery_id)).send_started_at is None
@@ -210,14 +230,14 @@ async def test_an_at_most_once_call_is_recorded_before_it_is_made(
     async with dispatching(service, provider):
 
         async def sent() -> bool:
-            return [(await row(service.db, i)).status for i in ids] == ["SENT", "SENT"]
+            return [r.status for r in await rows(service.db, ids)] == ["SENT", "SENT"]
 
         await eventually(sent)
     started, account = provider.seen["sms"]
     assert started is not None and account == ONCE
     assert provider.seen["email"] == (None, None)  # a retry account is not marked
-    for delivery_id in ids:
-        assert (await row(service.db, delivery_id)).send_started_at is None
+    for found in await rows(service.db, ids):
+        assert found.send_started_at is None
 
 
 async def test_a_shutdown_during_an_at_most_once_call_fails_it_ambiguous(
@@ -228,10 +248,10 @@ async def test_a_shutdown_during_an_at_most_once_call_fails_it_ambiguous(
     provider = Peeking(service.db, hang=True)
     async with dispatching(service, provider):
         await eventually(lambda: len(provider.seen) == 2)
-    statuses = {}
-    for delivery_id in ids:
-        found = await row(service.db, delivery_id)
-        statuses[found.channel] = (found.status, found.failure_kind, found.attempts)
+    statuses = {
+        found.channel: (found.status, found.failure_kind, found.attempts)
+        for found in await rows(service.db, ids)
+    }
     # The SMS may have gone out: never sent again. The email is given back, as before.
     assert statuses == {"sms": ("FAILED", "ambiguous", 1), "email": ("PENDING", None, 0)}
 
@@ -250,9 +270,8 @@ async def test_a_mark_the_database_refuses_fails_each_of_its_sends(db: Database)
     starts = SendStarts(db, mark=mark)
     ids = [uuid.uuid4() for _ in range(3)]
     first = await asyncio.gather(
-        *(starts.started(SendStart(delivery_id=i, claimed_attempts=1, account=ONCE)) for i in ids),
+        *(starts.started(first_start(i)) for i in ids),
         return_exceptions=True,
     )
     assert all(isinstance(result, ConnectionError) for result in first), first
-    again = SendStart(delivery_id=ids[0], claimed_attempts=1, account=ONCE)
-    assert await starts.started(again) is True
+    assert await starts.started(first_start(ids[0])) is True

@@ -15,8 +15,9 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -53,7 +54,7 @@ from tidings.simulator.ses.api import SesSimulator
 from tidings.simulator.vonage.reports import sign as vonage_sign
 from tidings.states import Status
 from tidings.store import tracking
-from tidings.store.claims import claim_due
+from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, write_outcomes
 from tidings.store.schema import delivery, delivery_event, suppression
@@ -151,24 +152,36 @@ async def world(app: FastAPI) -> AsyncIterator[World]:
     service: Service = app.state.service
     service.settings = service.settings.model_copy(update={"accounts": accounts()})
     for namespace in ("shop", "bank"):
-        key = await add_key(app, namespace, ALL_SCOPES, namespace)
-        async with http(app, key) as client:
+        async with in_namespace(app, namespace) as client:
             await accept(client, namespace)
     ids = await sent_through_their_accounts(service.db)
     async with http(app) as client:
         yield World(service, client, ids)
 
 
+@asynccontextmanager
+async def in_namespace(app: FastAPI, namespace: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the API with a key of every scope in ``namespace``."""
+    key = await add_key(app, namespace, ALL_SCOPES, namespace)
+    async with http(app, key) as client:
+        yield client
+
+
 async def accept(client: httpx.AsyncClient, namespace: str) -> None:
     await put_type(client, channels=("email", "sms"))
     for address, (owner, _, _) in EMAILS.items():
         if owner == namespace:
-            body = {"type": "order.confirmed", "to": {"email": address}, "channels": ["email"]}
-            assert (await post(client, body)).status_code == 202
+            await accept_one(client, "email", address)
     for number, (owner, _, _) in PHONES.items():
         if owner == namespace:
-            body = {"type": "order.confirmed", "to": {"phone": number}, "channels": ["sms"]}
-            assert (await post(client, body)).status_code == 202
+            await accept_one(client, "sms", number)
+
+
+async def accept_one(client: httpx.AsyncClient, channel: str, address: str) -> None:
+    """An order.confirmed to ``address`` on ``channel`` alone."""
+    to = {"email": address} if channel == "email" else {"phone": address}
+    body = {"type": "order.confirmed", "to": to, "channels": [channel]}
+    assert (await post(client, body)).status_code == 202
 
 
 async def sent_through_their_accounts(db: Database) -> dict[str, uuid.UUID]:
@@ -178,20 +191,24 @@ async def sent_through_their_accounts(db: Database) -> dict[str, uuid.UUID]:
     claimed = await claim_due(db, Priority.NORMAL, total, now, now + timedelta(seconds=60))
     assert len(claimed) == total
     sends = EMAILS | PHONES
-    outcomes = [
-        Outcome(
-            delivery_id=c.id,
-            claimed_attempts=c.attempts,
-            status=Status.SENT,
-            attempts=c.attempts,
-            provider=sends[c.address][1],
-            provider_msg_id=sends[c.address][2],
-            sent_at=now,
-        )
-        for c in claimed
-    ]
+    outcomes = [sent(c, sends[c.address][1], now, sends[c.address][2]) for c in claimed]
     await write_outcomes(db, outcomes, utcnow())
     return {c.address: c.id for c in claimed}
+
+
+def sent(
+    claimed: ClaimedDelivery, account: str, now: datetime, provider_msg_id: str | None = None
+) -> Outcome:
+    """``claimed``'s SENT outcome through ``account``, as a dispatcher writes it."""
+    return Outcome(
+        delivery_id=claimed.id,
+        claimed_attempts=claimed.attempts,
+        status=Status.SENT,
+        attempts=claimed.attempts,
+        provider=account,
+        provider_msg_id=provider_msg_id,
+        sent_at=now,
+    )
 
 
 async def state(db: Database, address: str) -> tuple[str, list[str], str | None]:
@@ -209,6 +226,13 @@ async def state(db: Database, address: str) -> tuple[str, list[str], str | None]
 
 def untouched(found: tuple[str, list[str], str | None]) -> bool:
     return found == ("SENT", [], None)
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    """A webhook's answer: accepted (200), its counts."""
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
 
 
 # --- the requests, each validly signed by ``account`` ---------------------------------------
@@ -230,9 +254,7 @@ async def postmark_bounce(world: World, account: str, address: str) -> dict[str,
         json=record,
         headers={"Authorization": f"Basic {token}"},
     )
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 async def sendgrid_bounce(world: World, address: str) -> dict[str, Any]:
@@ -251,9 +273,7 @@ async def sendgrid_bounce(world: World, address: str) -> dict[str, Any]:
         content=body,
         headers={"Content-Type": "application/json", **SIGNER.sign(body)},
     )
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 async def mailgun_complaint(world: World, address: str) -> dict[str, Any]:
@@ -268,9 +288,7 @@ async def mailgun_complaint(world: World, address: str) -> dict[str, Any]:
     signed = mailgun_signature(MAILGUN_KEY, str(int(time.time())), uuid.uuid4().hex)
     body = {"signature": signed, "event-data": data}
     response = await world.client.post("/v1/webhooks/mailgun/mg-d", json=body)
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 async def twilio_unknown_number(world: World, account: str, number: str) -> dict[str, Any]:
@@ -286,9 +304,7 @@ async def twilio_unknown_number(world: World, account: str, number: str) -> dict
             SIGNATURE_HEADER: compute_signature(TOKENS[account], url, form),
         },
     )
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 async def vonage_rejected(world: World, number: str) -> dict[str, Any]:
@@ -306,9 +322,7 @@ async def vonage_rejected(world: World, number: str) -> dict[str, Any]:
         content=body,
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
     )
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 # --- the tests ------------------------------------------------------------------------------
@@ -399,9 +413,7 @@ async def ses_complaint(world: World, sim: Simulator, address: str) -> dict[str,
         content=json.dumps(ses.topic.notification(event)).encode(),
         headers={"Content-Type": "text/plain; charset=UTF-8"},
     )
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
+    return answer(response)
 
 
 async def test_an_ses_account_cannot_move_another_accounts_delivery(
@@ -419,11 +431,10 @@ async def test_an_ses_account_cannot_move_another_accounts_delivery(
     assert await state(world.db, "e1@example.com") == ("SENT", ["complained"], "complaint")
 
 
-def bounce(world: World, address: str, event_id: str | None = None) -> Tracked:
-    key = DeliveryKey(world.ids[address], None)
-    return Tracked(
-        key, "bounced", utcnow(), event_id or str(uuid.uuid4()), Status.BOUNCED, "hard_bounce"
-    )
+def bounce(delivery_id: uuid.UUID, at: datetime, event_id: str | None = None) -> Tracked:
+    """A provider's hard bounce of ``delivery_id``, named by our id."""
+    key = DeliveryKey(delivery_id, None)
+    return Tracked(key, "bounced", at, event_id or str(uuid.uuid4()), Status.BOUNCED, "hard_bounce")
 
 
 async def test_an_earlier_attempt_through_the_account_binds_its_events(world: World) -> None:
@@ -435,9 +446,11 @@ async def test_an_earlier_attempt_through_the_account_binds_its_events(world: Wo
         row = {"id": uuid.uuid4(), "delivery_id": world.ids[address], "kind": "retry_scheduled"}
         await conn.execute(sa.insert(delivery_event), [row | {"at": utcnow(), "detail": retry}])
 
-    refused = await tracking.apply(world.db, "sg-c", "email", [bounce(world, address)], utcnow())
+    bounced = [bounce(world.ids[address], utcnow())]
+    refused = await tracking.apply(world.db, "sg-c", "email", bounced, utcnow())
     assert (refused.applied, refused.ignored) == (0, 1)
-    applied = await tracking.apply(world.db, "pm-b", "email", [bounce(world, address)], utcnow())
+    bounced = [bounce(world.ids[address], utcnow())]
+    applied = await tracking.apply(world.db, "pm-b", "email", bounced, utcnow())
     assert (applied.applied, applied.ignored) == (1, 0)
     assert await state(world.db, address) == (
         "BOUNCED",
@@ -446,48 +459,38 @@ async def test_an_earlier_attempt_through_the_account_binds_its_events(world: Wo
     )
 
 
+@dataclass
+class Sending:
+    db: Database
+    claimed: dict[str, ClaimedDelivery]  # address -> its delivery, claimed
+
+
 @pytest.fixture
-async def sending(app: FastAPI) -> AsyncIterator[tuple[Service, dict[str, Any]]]:
+async def sending(app: FastAPI) -> Sending:
     """Two deliveries being sent (claimed, no outcome yet: their account is not recorded)."""
     service: Service = app.state.service
-    key = await add_key(app, "shop", ALL_SCOPES, "shop")
-    async with http(app, key) as client:
+    async with in_namespace(app, "shop") as client:
         await put_type(client, channels=("email",))
         for address in ("early@example.com", "forged@example.com"):
-            body = {"type": "order.confirmed", "to": {"email": address}, "channels": ["email"]}
-            assert (await post(client, body)).status_code == 202
+            await accept_one(client, "email", address)
     now = utcnow()
     claimed = await claim_due(service.db, Priority.NORMAL, 2, now, now + timedelta(seconds=60))
-    yield service, {c.address: c for c in claimed}
+    return Sending(service.db, {c.address: c for c in claimed})
 
 
 async def test_an_event_that_outruns_its_send_waits_for_its_account(
-    sending: tuple[Service, dict[str, Any]],
+    sending: Sending,
 ) -> None:
     """Events about deliveries still being sent wait whole (no history, no suppression);
     once the outcome names the account, the account's own is applied, another's dropped."""
-    service, claimed = sending
-    db, now = service.db, utcnow()
-    events = [
-        Tracked(DeliveryKey(c.id, None), "bounced", now, f"e-{a}", Status.BOUNCED, "hard_bounce")
-        for a, c in claimed.items()
-    ]
+    db, claimed, now = sending.db, sending.claimed, utcnow()
+    events = [bounce(c.id, now, f"e-{a}") for a, c in claimed.items()]
     await tracking.apply(db, "pm-a", "email", events, now)
     for address in claimed:
         assert await state(db, address) == ("SENDING", [], None)
 
     sent_by = {"early@example.com": "pm-a", "forged@example.com": "pm-b"}
-    outcomes = [
-        Outcome(
-            delivery_id=c.id,
-            claimed_attempts=c.attempts,
-            status=Status.SENT,
-            attempts=c.attempts,
-            provider=sent_by[a],
-            sent_at=now,
-        )
-        for a, c in claimed.items()
-    ]
+    outcomes = [sent(c, sent_by[a], now) for a, c in claimed.items()]
     await write_outcomes(db, outcomes, utcnow())
     assert await tracking.settle_early(db, utcnow()) == 1
     assert await state(db, "early@example.com") == ("BOUNCED", ["bounced"], "hard_bounce")
@@ -496,28 +499,16 @@ async def test_an_event_that_outruns_its_send_waits_for_its_account(
 
 
 async def test_many_waiting_events_never_hide_a_ready_one(
-    sending: tuple[Service, dict[str, Any]],
+    sending: Sending,
 ) -> None:
     """An account may name, many times over, a delivery that stays in progress (deferred
     for hours): those events wait, and a round still applies the one whose send is done."""
-    service, claimed = sending
-    db, now = service.db, utcnow()
+    db, claimed, now = sending.db, sending.claimed, utcnow()
     stuck, early = claimed["forged@example.com"], claimed["early@example.com"]
     flood = [Tracked(DeliveryKey(stuck.id, None), "opened", now, f"flood-{i}") for i in range(1001)]
     await tracking.apply(db, "pm-b", "email", flood, now)
-    bounced = Tracked(
-        DeliveryKey(early.id, None), "bounced", now, "real", Status.BOUNCED, "hard_bounce"
-    )
-    await tracking.apply(db, "pm-a", "email", [bounced], now)
-    done = Outcome(
-        delivery_id=early.id,
-        claimed_attempts=early.attempts,
-        status=Status.SENT,
-        attempts=early.attempts,
-        provider="pm-a",
-        sent_at=now,
-    )
-    await write_outcomes(db, [done], utcnow())
+    await tracking.apply(db, "pm-a", "email", [bounce(early.id, now, "real")], now)
+    await write_outcomes(db, [sent(early, "pm-a", now)], utcnow())
 
     assert await tracking.settle_early(db, utcnow()) == 1
     assert await state(db, "early@example.com") == ("BOUNCED", ["bounced"], "hard_bounce")
