@@ -34,9 +34,9 @@ from bench.accept import chunks
 from bench.config import BenchConfig
 from bench.kafka_procs import procs, start_broker
 from bench.workload import items
+from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.kafka_lane import WorkerPlan
-from tidings.dispatch.relay import Relay
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import ProviderSet

@@ -26,8 +26,8 @@ from bench import baseline, database
 from bench.accept import chunks
 from bench.kafka_procs import procs, start_broker
 from bench.workload import PRIORITY, items
+from tidings.background.relay import Relay
 from tidings.clock import utcnow
-from tidings.dispatch.relay import Relay
 from tidings.service import Service
 from tidings.settings import Settings
 

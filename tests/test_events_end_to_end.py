@@ -28,8 +28,8 @@ from tests.helpers import eventually, put_type
 from tests.test_campaigns import _status_is, add_users, post_campaign
 from tests.test_producer_webhooks import Receiver, receiving
 from tests.test_provider_loop import PUBLIC, serving, settled, simulator
-from tidings.dispatch.producer_webhooks import ProducerWebhooks
-from tidings.dispatch.report_folding import ReportFolder
+from tidings.background.producer_webhooks import ProducerWebhooks
+from tidings.background.report_folding import ReportFolder
 from tidings.service import Service
 from tidings.settings import Settings
 from tidings.simulator.behaviour import Behaviour, Received

@@ -61,13 +61,16 @@ LAYERS: tuple[Layer, ...] = (
         (
             "tidings.intake",
             "tidings.dispatch.dispatcher",
-            "tidings.dispatch.relay",
+            "tidings.background.relay",
             "tidings.services",
         ),
     ),
     Layer("service", ("tidings.service",)),
     Layer("settings", ("tidings.settings",)),
     Layer("dispatch and campaigns", ("tidings.dispatch", "tidings.campaigns")),
+    # Work beside the sends (producer webhooks, retention, reaping, report folding); the
+    # relay, which takes the whole Service, is a flow root above.
+    Layer("background", ("tidings.background",)),
     # dispatch/'s rooms, each importing only the rooms below it (docs/architecture.md).
     Layer("dispatch: protection", ("tidings.dispatch.protection",)),
     Layer("transport", ("tidings.transport",)),

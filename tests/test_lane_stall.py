@@ -22,11 +22,11 @@ import pytest
 from tests.helpers import eventually, put_type
 from tests.kafka_broker import Broker
 from tests.test_kafka_transport import until_all
+from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
 from tidings.dispatch.lane import Lane
 from tidings.dispatch.lane_settings import Lanes, LaneSettings
-from tidings.dispatch.relay import Relay
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service

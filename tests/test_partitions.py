@@ -534,7 +534,7 @@ async def test_dispatchers_maintenance_on_a_new_database(
 ) -> None:
     """The hourly pass (here every 10 ms) on a database as `tidings migrate` leaves it:
     makes the days ahead, drops nothing, and the claims read it as on day partitions."""
-    from tidings.dispatch.retention import RetentionPlan, maintain_every
+    from tidings.background.retention import RetentionPlan, maintain_every
     from tidings.store import partition_days
 
     today = utcnow().date()

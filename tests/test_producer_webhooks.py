@@ -28,9 +28,9 @@ from starlette.routing import Route
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
 from tests.processes import free_port
 from tidings.api.routes import webhook_endpoints
+from tidings.background import producer_webhooks
+from tidings.background.producer_webhooks import ProducerWebhooks
 from tidings.clock import utcnow
-from tidings.dispatch import producer_webhooks
-from tidings.dispatch.producer_webhooks import ProducerWebhooks
 from tidings.ids import new_id
 from tidings.providers.testing import ScriptedProvider
 from tidings.providers.webhook import signing as standard_webhooks

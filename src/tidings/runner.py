@@ -24,12 +24,12 @@ import uvicorn
 
 from tidings import metrics
 from tidings.api.app import create_app
+from tidings.background.producer_webhooks import ProducerWebhooks
+from tidings.background.relay import Relay
+from tidings.background.report_folding import ReportFolder
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.kafka_lane import WorkerPlan
-from tidings.dispatch.producer_webhooks import ProducerWebhooks
-from tidings.dispatch.relay import Relay
-from tidings.dispatch.report_folding import ReportFolder
 from tidings.providers.chains import ProviderSet
 from tidings.providers.smtp.adapter import bounce_accounts
 from tidings.service import Service, providers_from_settings

@@ -26,10 +26,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from tidings.background.producer_webhooks import ProducerWebhookSettings
 from tidings.campaigns.settings import CampaignSettings
 from tidings.dispatch.lane_settings import Lanes
 from tidings.dispatch.pipeline.retry import RetrySettings
-from tidings.dispatch.producer_webhooks import ProducerWebhookSettings
 from tidings.dispatch.protection.breaker import BreakerSettings
 from tidings.dispatch.protection.deactivation_guard import DeactivationGuardSettings
 from tidings.dispatch.protection.ratelimit import RateLimitSettings

@@ -16,6 +16,8 @@ import socket
 from collections.abc import Mapping
 from datetime import timedelta
 
+from tidings.background.reaping import reap_every
+from tidings.background.retention import RetentionPlan, maintain_every
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
@@ -31,8 +33,6 @@ from tidings.dispatch.protection.breaker_share import BreakerShare
 from tidings.dispatch.protection.coordination import Coordination
 from tidings.dispatch.protection.guard_sync import GuardSync
 from tidings.dispatch.protection.protection import Protection
-from tidings.dispatch.reaping import reap_every
-from tidings.dispatch.retention import RetentionPlan, maintain_every
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Provider

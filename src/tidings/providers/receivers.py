@@ -2,7 +2,7 @@
 
 Names, because "webhook" once meant three things: the **webhook channel** is an outbound
 adapter (``providers/webhook/``: tidings POSTs a notification to a URL); **producer webhooks**
-are tidings' own events sent to a producer's endpoints (``dispatch/producer_webhooks.py``);
+are tidings' own events sent to a producer's endpoints (``background/producer_webhooks.py``);
 **provider callbacks** are the requests providers make to tidings (status reports, bounces,
 opens, replies), received at ``POST /v1/webhooks/{kind}/{account}`` by the ``WebhookReceiver``
 of that kind. This module is their vocabulary; ``providers/registry.py`` lists the receivers.

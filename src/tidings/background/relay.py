@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaProducer
 
+from tidings.background.reaping import reap_every
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
 from tidings.dispatch.pipeline.sending import error_name
-from tidings.dispatch.reaping import reap_every
 from tidings.ids import new_id
 from tidings.priorities import Channel, Priority
 from tidings.service import Service
