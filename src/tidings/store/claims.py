@@ -28,6 +28,7 @@ from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.partition_days import day_tables
 from tidings.store.partitions import partition_name
+from tidings.store.row_locks import locked_in_id_order
 from tidings.store.schema import delivery, delivery_event, notification
 
 log = logging.getLogger(__name__)
@@ -283,7 +284,7 @@ async def reap_expired_leases(db: Database, now: datetime) -> int:
     async with db.engine.begin() as conn:
         events = [
             event_row(row.id, "failed", now, _ambiguous_detail(row.attempts, row.provider))
-            for row in await conn.execute(_fail_started(now))
+            for row in await conn.execute(_fail_started(db, now))
         ]
         if events:
             log.warning(
@@ -292,9 +293,10 @@ async def reap_expired_leases(db: Database, now: datetime) -> int:
                 len(events),
             )
         for status, kind in ((Status.SENDING, "lease_expired"), (Status.QUEUED, "queue_expired")):
+            expired = (delivery.c.status == status.value, delivery.c.lease_until < now)
             statement = (
                 sa.update(delivery)
-                .where(delivery.c.status == status.value, delivery.c.lease_until < now)
+                .where(delivery.c.id.in_(_reapable(db, *expired)), *expired)
                 .values(
                     status=Status.PENDING.value,
                     lease_until=None,
@@ -316,16 +318,25 @@ AMBIGUOUS_AFTER_LEASE = (
 )
 
 
-def _fail_started(now: datetime) -> sa.Update:
+def _reapable(db: Database, *conditions: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The ids of the rows matching ``conditions`` that no one else holds, locked in id order
+    (store/row_locks.py): the reaper never waits for a row, so never on a claim that waits
+    on it; a row passed by is reaped at its next round."""
+    query = sa.select(delivery.c.id).where(*conditions)
+    return locked_in_id_order(db, query, skip_locked=True)
+
+
+def _fail_started(db: Database, now: datetime) -> sa.Update:
     """Expired SENDING rows whose provider call had started: FAILED ambiguous. The start
     mark stays, saying when (a replay clears it)."""
+    started = (
+        delivery.c.status == Status.SENDING.value,
+        delivery.c.lease_until < now,
+        delivery.c.send_started_at.is_not(None),
+    )
     return (
         sa.update(delivery)
-        .where(
-            delivery.c.status == Status.SENDING.value,
-            delivery.c.lease_until < now,
-            delivery.c.send_started_at.is_not(None),
-        )
+        .where(delivery.c.id.in_(_reapable(db, *started)), *started)
         .values(
             status=Status.FAILED.value,
             failure_kind=FailureKind.AMBIGUOUS.value,
