@@ -3,6 +3,7 @@ chosen when the engine is made, and nothing outside store/dialects/ asks which i
 
 from __future__ import annotations
 
+import ast
 import re
 import uuid
 from datetime import UTC, datetime
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import tidings
 from tidings.states import Status
 from tidings.store import outcomes
 from tidings.store.dialects import Variants
@@ -56,3 +58,20 @@ def test_an_outcome_has_one_parameter_order_on_every_table() -> None:
         numbers = {int(n) for n in re.findall(r"\$(\d+)", text)}
         assert numbers == set(range(1, len(args) + 1))
         assert "'SENDING'" in text and "lease_until=NULL" in text
+
+
+SRC = Path(tidings.__file__).parent
+SEAM = SRC / "store" / "dialects"
+
+
+def test_no_module_outside_the_seam_asks_which_database() -> None:
+    """Only the seam (store/dialects/) knows which database it is: nothing asks
+    ``is_postgres`` (issue 25)."""
+    askers = []
+    for path in SRC.rglob("*.py"):
+        if SEAM in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "is_postgres":
+                askers.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert askers == []

@@ -21,7 +21,7 @@ def migrate(config: ConfigOption = None) -> None:
         try:
             await upgrade(db, partitions_ahead=settings.partitions_ahead)
             done = f"schema at revision {await current_revision(db)}"
-            if not db.is_postgres:
+            if not db.dialect.partitions:
                 return done
             found = await partition_status(db)
         finally:

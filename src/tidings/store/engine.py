@@ -33,11 +33,6 @@ class Database:
     dialect: Dialect
 
     @property
-    def is_postgres(self) -> bool:
-        # Until the last two callers outside the store ask the dialect (issue 25).
-        return self.dialect.name == "postgresql"
-
-    @property
     def url(self) -> sa.URL:
         return self.engine.url
 
