@@ -68,6 +68,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("service", ("tidings.service",)),
     Layer("settings", ("tidings.settings",)),
     Layer("dispatch and campaigns", ("tidings.dispatch", "tidings.campaigns")),
+    # A type's steps: their shape and check (the API's too), the planner and step runner.
+    Layer("workflows", ("tidings.workflows",)),
     # Work beside the sends (producer webhooks, retention, reaping, report folding); the
     # relay, which takes the whole Service, is a flow root above.
     Layer("background", ("tidings.background",)),

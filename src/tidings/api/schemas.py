@@ -40,6 +40,7 @@ from tidings.intake.requests import (
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.webpush.subscription import looks_like_subscription
 from tidings.providers.webpush.subscription import parse as parse_subscription
+from tidings.workflows.shape import MAX_STEPS
 
 
 def _timezone(value: str) -> str:
@@ -207,6 +208,13 @@ class TypeIn(ApiModel):
         description="opens and clicks measured by tidings in this type's email (an open "
         "pixel, links rewritten to signed redirects); default: on for marketing, off for "
         "other categories",
+    )
+
+    workflow: list[Any] | None = Field(
+        default=None,
+        max_length=MAX_STEPS,
+        description="steps run in order for each notification: send, wait, digest, "
+        "throttle (docs/workflows.md); none: every channel is sent at once",
     )
 
     _collapse_key_fits = field_validator("collapse_key")(_collapse_key_bytes)

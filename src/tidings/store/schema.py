@@ -72,6 +72,9 @@ notification_type = sa.Table(
     sa.Column("tracking", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
+    # The steps run for each notification, as the API took them (checked at PUT,
+    # workflows/shape.py); NULL: one implicit send of every channel.
+    sa.Column("workflow", JSONDoc, nullable=True),
 )
 
 template = sa.Table(

@@ -39,6 +39,8 @@ class NotificationType:
     email: Mapping[str, Any] | None = None
     # As stored ({"opens", "clicks"}); ``tracked`` is what applies.
     tracking: Mapping[str, bool] | None = None
+    # The steps as the API took them (docs/workflows.md); None: send every channel at once.
+    workflow: Sequence[Mapping[str, Any]] | None = None
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> NotificationType:

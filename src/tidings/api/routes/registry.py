@@ -15,6 +15,7 @@ from tidings.content.locales import normalise
 from tidings.intake.requests import TypeName, UserId
 from tidings.services import registry
 from tidings.services.registry import Device, NotificationType, UserProfile
+from tidings.workflows.shape import parse_workflow
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 _ADMIN = needs(Scope.ADMIN)  # the type catalog
@@ -34,6 +35,8 @@ async def put_type(
     request: Request, response: Response, name: Annotated[TypeName, Path()], body: TypeIn
 ) -> Any:
     """Create (201) or replace (200) a notification type."""
+    if body.workflow is not None:  # a 422 naming the step and field (docs/workflows.md)
+        parse_workflow(body.workflow, [c.value for c in body.channels])
     stored, existed = await registry.put_type(service_of(request), _type_row(name, body))
     if existed:
         response.status_code = 200
@@ -65,6 +68,7 @@ def _type_row(name: str, body: TypeIn) -> NotificationType:
         collapse_key=body.collapse_key,
         email=body.email.model_dump(by_alias=True, exclude_none=True) if body.email else None,
         tracking=body.tracking.model_dump(exclude_none=True) or None if body.tracking else None,
+        workflow=body.workflow,
         created_at=now,
         updated_at=now,
     )
@@ -83,6 +87,7 @@ def _type_out(kind: NotificationType) -> TypeOut:
         collapse_key=kind.collapse_key,
         email=kind.email,
         tracking=kind.tracked,
+        workflow=None if kind.workflow is None else list(kind.workflow),
         created_at=kind.created_at,
         updated_at=kind.updated_at,
     )
