@@ -36,7 +36,7 @@ from bench.kafka_procs import procs, start_broker
 from bench.workload import items
 from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import ProviderSet

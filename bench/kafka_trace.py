@@ -59,8 +59,8 @@ Wrapped = Callable[..., Awaitable[Any]]
 def install(mark: Mark) -> None:
     """Wrap the relay's, the worker's, the direct lane's and SendGrid's steps."""
     import tidings.background.relay as relay
-    import tidings.dispatch.kafka_lane as kafka_lane
-    import tidings.dispatch.lane as lane
+    import tidings.dispatch.lanes.direct as lane
+    import tidings.dispatch.lanes.kafka as kafka_lane
     from tidings.providers.sendgrid import SendGridProvider
 
     _swap(relay, "relay_due", lambda original: _relay_due(original, mark))

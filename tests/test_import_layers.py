@@ -269,12 +269,12 @@ def _check(sources: Mapping[str, str], pending: Sequence[tuple[str, str, str]] =
 def test_the_checker_names_both_modules_and_layers_of_an_import_pointing_up() -> None:
     problems = _check(
         {
-            "tidings.store.claims": "def f():\n    from tidings.dispatch import lane\n",
-            "tidings.dispatch.lane": "",
+            "tidings.store.claims": "def f():\n    from tidings.dispatch.lanes import direct\n",
+            "tidings.dispatch.lanes.direct": "",
         }
     )
     assert problems == [
-        f"tidings.store.claims ({_layer('store')}):2 imports tidings.dispatch.lane "
+        f"tidings.store.claims ({_layer('store')}):2 imports tidings.dispatch.lanes.direct "
         f"({_layer('dispatch and campaigns')}), a higher layer: imports must point down the "
         "flow (docs/architecture.md, Import layers)"
     ]
@@ -297,15 +297,15 @@ def test_the_checker_refuses_imports_between_packages_of_one_layer() -> None:
 
 def test_the_checker_allows_its_own_package_and_lower_layers() -> None:
     sources = {
-        "tidings.dispatch.dispatcher": "from tidings.dispatch.lane import Lane\n",
-        "tidings.dispatch.lane": "from tidings.store import claims\nimport tidings.states\n",
+        "tidings.dispatch.dispatcher": "from tidings.dispatch.lanes.direct import DirectLane\n",
+        "tidings.dispatch.lanes.direct": "from tidings.store import claims\nimport tidings.ids\n",
         "tidings.api.app": "from tidings import __version__\n",
         "tidings.cli.serve": "from tidings.runner import run\n",
     }
     assert _check(sources) == []
     # ...but not dispatch's modules reaching up to the dispatcher, a root above them.
     upwards = {
-        "tidings.dispatch.lane": "from tidings.dispatch import dispatcher\n",
+        "tidings.dispatch.lanes.direct": "from tidings.dispatch import dispatcher\n",
         "tidings.dispatch.dispatcher": "",
     }
     (problem,) = _check(upwards)

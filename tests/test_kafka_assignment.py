@@ -29,7 +29,7 @@ from tests.test_kafka_transport import until_all
 from tests.test_lane_stall import COUNT, accept_low, kafka_settings
 from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service

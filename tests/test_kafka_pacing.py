@@ -17,7 +17,7 @@ from tests.kafka_broker import Broker
 from tests.test_kafka_transport import until_all
 from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import ProviderSet
 from tidings.providers.testing import ScriptedProvider

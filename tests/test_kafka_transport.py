@@ -22,7 +22,7 @@ from tests.kafka_broker import Broker
 from tidings.background.relay import Relay
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import Script, ScriptedProvider
 from tidings.service import Service

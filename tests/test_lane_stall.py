@@ -1,5 +1,5 @@
 """A stalled lane is seen and restarts itself; a hung step does not keep a worker from
-stopping (dispatch/progress.py).
+stopping (dispatch/lanes/progress.py).
 
 The stall is made by wedging the lane's step: it waits on an event the test holds, deaf to
 the lane's stop, as a step did in the fault trial when an await inside it never returned
@@ -24,9 +24,10 @@ from tests.kafka_broker import Broker
 from tests.test_kafka_transport import until_all
 from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
-from tidings.dispatch.lane import Lane
-from tidings.dispatch.lane_settings import Lanes, LaneSettings
+from tidings.dispatch.lanes.direct import DirectLane
+from tidings.dispatch.lanes.kafka import KafkaLane, WorkerPlan
+from tidings.dispatch.lanes.lane import Lane
+from tidings.dispatch.lanes.settings import Lanes, LaneSettings
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
@@ -64,8 +65,9 @@ class Wedge:
     entered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def wedge(lane: Lane | KafkaLane) -> Wedge:
+def wedge(lane: Lane) -> Wedge:
     """Make every step of ``lane`` hang until the wedge is released."""
+    assert isinstance(lane, DirectLane | KafkaLane)  # each transport's own step
     found = Wedge()
     step: Callable[..., Any] = lane._step
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
-from tidings.dispatch.lane_settings import Lanes
+from tidings.dispatch.lanes.settings import Lanes
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
 

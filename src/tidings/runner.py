@@ -29,7 +29,7 @@ from tidings.background.relay import Relay
 from tidings.background.report_folding import ReportFolder
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
-from tidings.dispatch.kafka_lane import WorkerPlan
+from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.providers.chains import ProviderSet
 from tidings.providers.smtp.adapter import bounce_accounts
 from tidings.service import Service, providers_from_settings

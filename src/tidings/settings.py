@@ -1,7 +1,7 @@
 """One typed settings object, built from the environment and an optional TOML file.
 
 The configuration root: each section's model lives beside the code that reads it
-(``dispatch/lane_settings.py``, ``dispatch/pipeline/retry.py``, ``dispatch/protection/breaker.py``,
+(``dispatch/lanes/settings.py``, ``dispatch/pipeline/retry.py``, ``dispatch/protection/breaker.py``,
 ``dispatch/protection/deactivation_guard.py``, ``dispatch/protection/ratelimit.py``,
 ``providers/kinds.py``, ``transport/settings.py``, ``tracking/bounce_settings.py``) and is
 aggregated here; that code takes its section as an argument and never imports this module
@@ -28,7 +28,7 @@ from pydantic_settings import (
 
 from tidings.background.producer_webhooks import ProducerWebhookSettings
 from tidings.campaigns.settings import CampaignSettings
-from tidings.dispatch.lane_settings import Lanes
+from tidings.dispatch.lanes.settings import Lanes
 from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.dispatch.protection.breaker import BreakerSettings
 from tidings.dispatch.protection.deactivation_guard import DeactivationGuardSettings

@@ -54,7 +54,7 @@ def _kafka_settings(config: Path | None, command: str) -> Settings:
 
 
 def _plan(settings: Settings, lanes: str | None = None, channels: str | None = None) -> Any:
-    from tidings.dispatch.kafka_lane import WorkerPlan
+    from tidings.dispatch.lanes.kafka import WorkerPlan
     from tidings.priorities import Channel, Priority
 
     assert settings.kafka_bootstrap is not None  # checked by the settings

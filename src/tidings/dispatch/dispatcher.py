@@ -2,7 +2,7 @@
 
 In direct mode (``tidings dispatch``) its lanes claim due rows from the database and it
 expands campaigns too; as a Kafka worker (``tidings worker``, a ``WorkerPlan``) its lanes
-consume the relays' topics (dispatch/kafka_lane.py) and the relays expand campaigns. Both
+consume the relays' topics (dispatch/lanes/kafka.py) and the relays expand campaigns. Both
 send through the same pipeline (dispatch/pipeline/sending.py)."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from tidings.background.reaping import reap_every
 from tidings.background.retention import RetentionPlan, maintain_every
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
-from tidings.dispatch.kafka_lane import KafkaLane, WorkerPlan
-from tidings.dispatch.lane import Lane
+from tidings.dispatch.lanes.direct import DirectLane
+from tidings.dispatch.lanes.kafka import KafkaLane, WorkerPlan
+from tidings.dispatch.lanes.lane import Lane
 from tidings.dispatch.pipeline.attempt import Composer, Sender
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.dispatch.pipeline.retry import RetryPolicy
@@ -126,9 +127,9 @@ class Dispatcher:
             dedup=self.coordination.dedup,
             starts=SendStarts(service.db),
         )
-        self.lanes: list[Lane | KafkaLane]
+        self.lanes: list[Lane]
         if worker is None:
-            self.lanes = [Lane(p, settings.lanes.for_priority(p), context) for p in Priority]
+            self.lanes = [DirectLane(p, settings.lanes.for_priority(p), context) for p in Priority]
         else:
             grace = settings.shutdown_grace
             self.lanes = [
@@ -203,7 +204,7 @@ class Dispatcher:
         lanes = [lane.progress.snapshot() for lane in self.lanes]
         for account, state in states.items():
             state["coordination"] = shared
-            state["lanes"] = lanes  # each lane's progress (dispatch/progress.py)
+            state["lanes"] = lanes  # each lane's progress (dispatch/lanes/progress.py)
             state["deactivationGuard"] = guards[account]
         await provider_state.report(self.service.db, self.id, states, utcnow())
 

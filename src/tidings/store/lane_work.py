@@ -1,5 +1,5 @@
 """Whether a direct lane has work: a due PENDING delivery of its priority (its stall watch,
-dispatch/progress.py). One indexed row at most, on SQLite and PostgreSQL alike."""
+dispatch/lanes/progress.py). One indexed row at most, on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 

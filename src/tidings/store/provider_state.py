@@ -66,7 +66,7 @@ async def live_dispatchers(db: Database, since: datetime) -> int:
 
 async def reported_lanes(db: Database, since: datetime) -> dict[str, list[dict[str, Any]]]:
     """Each dispatcher that reported since ``since``, with its lanes as reported (their
-    progress, dispatch/progress.py): who reads which Kafka lane now."""
+    progress, dispatch/lanes/progress.py): who reads which Kafka lane now."""
     found: dict[str, list[dict[str, Any]]] = {}
     for row in await recent(db, since):
         found[row["dispatcher"]] = list(row["state"].get("lanes") or [])

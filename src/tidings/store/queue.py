@@ -250,6 +250,6 @@ SELECT EXISTS (SELECT 1 FROM delivery WHERE status = 'QUEUED' AND priority = $1)
 
 async def has_queued(db: Database, priority: Priority) -> bool:
     """Whether ``priority`` has published deliveries no worker has taken (a Kafka lane
-    has work: its stall watch, dispatch/progress.py)."""
+    has work: its stall watch, dispatch/lanes/progress.py)."""
     async with db.asyncpg() as conn:
         return bool(await conn.fetchval(_HAS_QUEUED, priority.value))

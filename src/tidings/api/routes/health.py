@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 from tidings.api.auth import PUBLIC
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
-from tidings.dispatch.progress import stalled_lanes
+from tidings.dispatch.lanes.progress import stalled_lanes
 from tidings.service import Service
 from tidings.services import health
 from tidings.services.health import WriteProbe
@@ -47,7 +47,7 @@ async def readyz(request: Request) -> Any:
     stalled = stalled_lanes()
     if stalled:
         # A lane of this process (`tidings serve`) has due work and moves nothing: it is
-        # restarting itself (dispatch/progress.py); a worker's lanes show in /v1/providers.
+        # restarting itself (dispatch/lanes/progress.py); a worker's lanes show in /v1/providers.
         names = ", ".join(f"{lane['transport']} {lane['priority']}" for lane in stalled)
         return error_response(503, "lane_stalled", f"stalled lanes: {names}")
     answer: dict[str, Any] = {"status": "ready", "schema": current}

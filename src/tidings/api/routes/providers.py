@@ -66,7 +66,7 @@ class GuardResetOut(ApiModel):
 class DispatcherLanesOut(ApiModel):
     """One dispatcher's (or worker's) lanes as it last reported them: per lane its counts
     (reads, claims, tokensAsked, outcomes, sends, restarts), lastSuccessAt, idleSeconds and
-    stalledSince (null while it moves; dispatch/progress.py)."""
+    stalledSince (null while it moves; dispatch/lanes/progress.py)."""
 
     dispatcher: str
     updated_at: datetime

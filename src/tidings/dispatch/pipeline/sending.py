@@ -1,6 +1,6 @@
 """Sending what a lane has claimed: the send-time checks, the account and its rate token,
 the provider call behind the fleet's dedup key, and the outcome. Both transports use it:
-the direct lanes (dispatch/lane.py) and the Kafka workers' lanes (dispatch/kafka_lane.py)
+the direct lanes (dispatch/lanes/direct.py) and the Kafka workers' lanes (dispatch/lanes/kafka.py)
 differ only in how they claim.
 """
 
@@ -16,13 +16,13 @@ from datetime import datetime, timedelta
 
 from tidings import logs
 from tidings.clock import utcnow
+from tidings.dispatch.lanes.progress import LaneProgress
 from tidings.dispatch.pipeline import observed
 from tidings.dispatch.pipeline.attempt import Begin, Sender, Target
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.dispatch.pipeline.send_checks import Checked, SendTimeChecks, precheck
 from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.dispatch.pipeline.types import TypeRulebook, TypeRules
-from tidings.dispatch.progress import LaneProgress
 from tidings.dispatch.protection.deactivation_guard import HELD
 from tidings.dispatch.protection.guard_outcomes import held, judged
 from tidings.dispatch.protection.protection import Protection
@@ -74,7 +74,7 @@ class SendPipeline:
         self.context = context
         self._tasks: dict[asyncio.Task[None], str] = {}  # each send's channel
         self.slot_freed = asyncio.Event()
-        # What the lane did, for its stall watch and reports (dispatch/progress.py).
+        # What the lane did, for its stall watch and reports (dispatch/lanes/progress.py).
         self.progress = LaneProgress(priority.value, "direct")
         # Deliveries whose at-most-once provider call has started (its mark is written).
         self._started: set[uuid.UUID] = set()

@@ -8,7 +8,7 @@ Each topic has the lane's concurrency to itself, and a topic whose account has n
 (or whose slots are all busy) is paused rather than read, so that nothing is claimed only
 to be put back. Per batch of messages: the tickets are claimed QUEUED -> SENDING in one
 statement (a ticket whose row is no longer QUEUED under its lease is a duplicate, dropped),
-then the shared pipeline (dispatch/sending.py) checks and sends exactly as the direct lanes
+then the shared pipeline (dispatch/pipeline/sending.py) checks and sends exactly as the direct lanes
 do. A message's offset is committed only once its delivery's outcome is written
 (transport/offsets.py): a worker that dies loses nothing, and the messages it had read come
 back to whoever takes its partitions, and find their rows taken.
@@ -26,10 +26,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tidings.clock import utcnow
-from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.lanes.progress import LaneProgress, LaneWatch
+from tidings.dispatch.lanes.settings import LaneSettings
 from tidings.dispatch.pipeline.sending import LaneContext, SendPipeline, error_name, error_where
-from tidings.dispatch.progress import LaneProgress, LaneWatch
-from tidings.dispatch.waiting import first_of, sleep_unless
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.provider_state import reported_lanes
@@ -39,6 +38,7 @@ from tidings.transport.offsets import OffsetTracker
 from tidings.transport.settings import KafkaSettings
 from tidings.transport.tickets import Ticket
 from tidings.transport.topics import ensure_topics, group_id, topic_name
+from tidings.waiting import first_of, sleep_unless
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class KafkaLane:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop``; a broker that is down is waited for, never fatal; a
-        stalled lane gets a new consumer (dispatch/progress.py)."""
+        stalled lane gets a new consumer (dispatch/lanes/progress.py)."""
         await self.watch.supervise(self._session, stop)
 
     async def _session(self, end: asyncio.Event) -> None:

@@ -1,4 +1,4 @@
-"""The lanes' settings (``[lanes.high|normal|low]``), read by ``dispatch/lane.py``.
+"""The lanes' settings (``[lanes.high|normal|low]``), read by ``dispatch/lanes/direct.py``.
 
 A module of its own so that the configuration root (``tidings.settings``) can aggregate it
 without importing the lanes' machinery.
@@ -18,7 +18,7 @@ class LaneSettings(BaseModel):
     poll_interval: float = Field(default=0.5, gt=0, le=60)
     claim_batch: int = Field(default=100, ge=1, le=5_000)
     # A lane with due work that moves nothing (reads, claims, outcomes) for this long is
-    # logged as stalled and restarted (dispatch/progress.py).
+    # logged as stalled and restarted (dispatch/lanes/progress.py).
     stall_seconds: float = Field(default=60.0, ge=1, le=3_600)
 
 

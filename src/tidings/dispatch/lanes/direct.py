@@ -9,9 +9,9 @@ import time
 from datetime import timedelta
 
 from tidings.clock import utcnow
-from tidings.dispatch.lane_settings import LaneSettings
+from tidings.dispatch.lanes.progress import LaneWatch
+from tidings.dispatch.lanes.settings import LaneSettings
 from tidings.dispatch.pipeline.sending import LaneContext, SendPipeline, error_name, error_where
-from tidings.dispatch.progress import LaneWatch
 from tidings.priorities import Channel, Priority
 from tidings.store.claims import ClaimedDelivery, claim_due
 from tidings.store.lane_work import has_due
@@ -27,10 +27,10 @@ STEP_SETTLE = 2.0
 # How long sends a stalled lane still runs get before they are given back at its restart.
 STALLED_SEND_GRACE = 1.0
 
-__all__ = ["Lane", "LaneContext"]
+__all__ = ["DirectLane"]
 
 
-class Lane:
+class DirectLane:
     def __init__(self, priority: Priority, settings: LaneSettings, context: LaneContext) -> None:
         self.priority = priority
         self.settings = settings
@@ -50,7 +50,7 @@ class Lane:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and send until ``stop``; then let in-flight sends finish (see ``drain``).
-        A stalled lane is restarted (dispatch/progress.py)."""
+        A stalled lane is restarted (dispatch/lanes/progress.py)."""
         await self.watch.supervise(self._loop, stop)
 
     async def _loop(self, end: asyncio.Event) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings import metrics
-from tidings.dispatch.waiting import first_of, sleep_unless
+from tidings.waiting import first_of, sleep_unless
 
 log = logging.getLogger(__name__)
 
