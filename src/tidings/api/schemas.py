@@ -328,6 +328,38 @@ class NotificationOut(ApiModel):
     deliveries: list[DeliveryOut]
 
 
+class FoundDeliveryOut(ApiModel):
+    id: uuid.UUID
+    channel: str
+    address: str = Field(description="masked")
+    status: str
+    attempts: int
+    failure_kind: str | None
+    skip_reason: str | None
+    provider: str | None
+    sent_at: datetime | None
+    updated_at: datetime
+
+
+class FoundNotificationOut(ApiModel):
+    id: uuid.UUID
+    type: str
+    category: str
+    priority: str
+    user_id: str | None
+    campaign_id: uuid.UUID | None
+    send_at: datetime | None
+    created_at: datetime
+    deliveries: list[FoundDeliveryOut]
+
+
+class NotificationPage(ApiModel):
+    notifications: list[FoundNotificationOut] = Field(description="newest first")
+    next: str | None = Field(
+        description="the cursor of the next (older) page, to ask with as after=; null: none"
+    )
+
+
 class SuppressionIn(ApiModel):
     reason: str = Field(default="manual", min_length=1, max_length=255)
 

@@ -117,6 +117,23 @@ notification = sa.Table(
     # The key's uniqueness lives in ``idempotency_key``: on day partitions of its id (the
     # default on PostgreSQL, store/partitions.py), a unique index here could not span the
     # days.
+    # The search, newest first (store/search.py): each ends in id, read backwards.
+    sa.Index(
+        "ix_notification_user",
+        "namespace",
+        "user_id",
+        "id",
+        postgresql_where=sa.text("user_id IS NOT NULL"),
+        sqlite_where=sa.text("user_id IS NOT NULL"),
+    ),
+    sa.Index("ix_notification_type", "namespace", "type", "id"),
+    sa.Index(
+        "ix_notification_campaign",
+        "campaign_id",
+        "id",
+        postgresql_where=sa.text("campaign_id IS NOT NULL"),
+        sqlite_where=sa.text("campaign_id IS NOT NULL"),
+    ),
 )
 
 idempotency_key = sa.Table(
@@ -208,6 +225,15 @@ delivery = sa.Table(
         "updated_at",
         postgresql_where=sa.text("status = 'FAILED'"),
         sqlite_where=sa.text("status = 'FAILED'"),
+    ),
+    # The search by address (store/search.py): a recipient's deliveries, then their
+    # notifications. SKIPPED no_address rows (address '') are left out.
+    sa.Index(
+        "ix_delivery_address",
+        "address",
+        "notification_id",
+        postgresql_where=sa.text("address <> ''"),
+        sqlite_where=sa.text("address <> ''"),
     ),
     # The dashboard's last hour: sends per lane, channel and provider, from the index alone.
     sa.Index(

@@ -1,16 +1,19 @@
-"""POST /v1/notifications, POST /v1/notifications/batch, GET /v1/notifications/{id}."""
+"""POST /v1/notifications, POST /v1/notifications/batch, GET /v1/notifications (the
+search), GET /v1/notifications/{id}."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
 import pydantic_core
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from tidings.api import cursors
 from tidings.api.auth import Scope, caller_of, keyring_of, needs
 from tidings.api.deps import request_id_of, service_of
 from tidings.api.errors import error_response, field_name, validation_message
@@ -22,17 +25,29 @@ from tidings.api.schemas import (
     DeliveryOut,
     Engagement,
     ErrorResponse,
+    FoundDeliveryOut,
+    FoundNotificationOut,
     HistoryEntry,
     NotificationAccepted,
     NotificationOut,
+    NotificationPage,
 )
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.group_commit import GroupCommit
 from tidings.intake.accept import ItemResult, Submission, accept
 from tidings.intake.drafts import ItemError
 from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
+from tidings.priorities import Channel
+from tidings.refusal import Refusal
 from tidings.services import notifications
-from tidings.services.notifications import Accepted, DeliveryRecord, KeyConflict
+from tidings.services.notifications import (
+    Accepted,
+    DeliveryRecord,
+    FoundNotification,
+    KeyConflict,
+    Search,
+)
+from tidings.states import Status
 
 router = APIRouter(prefix="/v1/notifications", tags=["notifications"])
 
@@ -234,6 +249,87 @@ def _batch_result(index: int, result: ItemResult) -> dict[str, Any]:
         error = {"code": result.code, "message": result.message, "field": result.field}
         return {"index": index, "status": "error", "error": error}
     return {"index": index, **_accepted_json(result)}
+
+
+def _moment(value: datetime | None, field: str) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise Refusal("invalid_request", f"{field}: give a time zone (Z or +hh:mm)", field)
+    return value
+
+
+@router.get(
+    "",
+    response_model=NotificationPage,
+    responses={422: {"model": ErrorResponse}},
+    dependencies=needs(Scope.READ),
+)
+async def search_notifications(
+    request: Request,
+    user_id: Annotated[str | None, Query(alias="userId", min_length=1, max_length=255)] = None,
+    type: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+    status: Annotated[Status | None, Query()] = None,
+    channel: Annotated[Channel | None, Query()] = None,
+    campaign_id: Annotated[uuid.UUID | None, Query(alias="campaignId")] = None,
+    address: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+    start: Annotated[datetime | None, Query(alias="from")] = None,
+    end: Annotated[datetime | None, Query(alias="to")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    after: Annotated[str | None, Query(max_length=100)] = None,
+) -> Any:
+    """The namespace's notifications, newest first, each with its deliveries (addresses
+    masked). ``address`` is matched exactly as it was sent to (and never shown unmasked);
+    ``status``, ``channel`` and ``address`` match a notification with such a delivery;
+    ``from`` is included, ``to`` excluded. ``next`` is the cursor of the next page."""
+    start, end = _moment(start, "from"), _moment(end, "to")
+    if start is not None and end is not None and end <= start:
+        raise Refusal("invalid_request", "to: must be after from", "to")
+    search = Search(
+        namespace=caller_of(request).namespace,
+        limit=limit,
+        user_id=user_id,
+        type=type,
+        campaign_id=campaign_id,
+        status=status.value if status else None,
+        channel=channel.value if channel else None,
+        address=address,
+        start=start,
+        end=end,
+        before=cursors.identifier(cursors.decode(after, 1)[0]) if after else None,
+    )
+    page = await notifications.search_notifications(service_of(request).db, search)
+    last = page.notifications[-1].id if page.more else None
+    return NotificationPage(
+        notifications=[_found_out(found) for found in page.notifications],
+        next=cursors.encode(str(last)) if last else None,
+    )
+
+
+def _found_out(found: FoundNotification) -> FoundNotificationOut:
+    return FoundNotificationOut(
+        id=found.id,
+        type=found.type,
+        category=found.category,
+        priority=found.priority,
+        user_id=found.user_id,
+        campaign_id=found.campaign_id,
+        send_at=found.send_at,
+        created_at=found.created_at,
+        deliveries=[
+            FoundDeliveryOut(
+                id=d.id,
+                channel=d.channel,
+                address=mask_address(d.channel, d.address),
+                status=d.status,
+                attempts=d.attempts,
+                failure_kind=d.failure_kind,
+                skip_reason=d.skip_reason,
+                provider=d.provider,
+                sent_at=d.sent_at,
+                updated_at=d.updated_at,
+            )
+            for d in found.deliveries
+        ],
+    )
 
 
 @router.get(
