@@ -5,9 +5,9 @@ channel and address on its deliveries.
 Newest first is ``id`` descending: ids are UUID v7, so their order is their creation's, and
 a time range is a range of ids (its first millisecond in the top 48 bits), which on day
 partitions (store/partitions.py) names the days a search reads. The indexes that serve it
-(migration 0029): ``ix_notification_namespace``, ``ix_notification_user``,
-``ix_notification_type``, ``ix_notification_campaign`` (each ending in ``id``, read
-backwards) and ``ix_delivery_address``.
+(migration 0030): ``ix_notification_user``, ``ix_notification_type``,
+``ix_notification_campaign`` (each ending in ``id``, read backwards) and
+``ix_delivery_address``; with no filter on the notification, its primary key backwards.
 """
 
 from __future__ import annotations

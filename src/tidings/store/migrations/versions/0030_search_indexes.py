@@ -6,8 +6,8 @@ day attached later). ``IF NOT EXISTS``: a database moved onto day partitions by 
 migration got them already (the conversion makes the models' indexes). On a large database
 this migration builds them while it holds the tables: plan it in a maintenance window.
 
-Revision ID: 0029
-Revises: 0028
+Revision ID: 0030
+Revises: 0029
 Create Date: 2026-12-05
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0029"
-down_revision: str | None = "0028"
+revision: str = "0030"
+down_revision: str | None = "0029"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
