@@ -32,6 +32,7 @@ PROVIDER_PACKAGES = tuple(
         "fcm",
         "mailgun",
         "postmark",
+        "resend",
         "sendgrid",
         "ses",
         "smtp",

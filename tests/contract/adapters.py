@@ -54,6 +54,8 @@ from tidings.providers.fcm import FcmAccount, FcmProvider
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider
 from tidings.providers.mailgun import signature as mailgun_signature
 from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
+from tidings.providers.resend import ResendAccount, ResendProvider
+from tidings.providers.resend import signature as resend_signature
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
 from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.ses import SesAccount, SesProvider
@@ -436,6 +438,109 @@ class Postmark(Contract):
             "ana@example.com",
             replay="deduplicated",
             unconfigured={"webhook_username": None, "webhook_password": None},
+        ),
+    )
+
+
+class Resend(Contract):
+    name, state = "resend", "resend"
+    key = "re_test_key"
+
+    def config(self, tmp_path: Path) -> SimulatorConfig:
+        return SimulatorConfig(
+            credentials_dir=tmp_path / "credentials",
+            resend_api_key=self.key,
+            resend_domains=["tidings.example.com"],
+        )
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "api_key": SecretStr(self.key),
+            "base_url": sim.url,
+            "from_email": "noreply@tidings.example.com",
+            "from_name": "Tidings",
+            "timeout": 5,
+        }
+        return ResendAccount(**(fields | changes))
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, ResendAccount)
+        return ResendProvider("resend-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return _email()
+
+    secrets: ClassVar = {
+        "resend-main": "whsec_" + base64.b64encode(b"resend-secret-of-the-test").decode(),
+        OTHER: "whsec_" + base64.b64encode(b"resend-secret-of-another").decode(),
+    }
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, webhook_secret=SecretStr(self.secrets[name]))
+
+    def delivered(self, sent: Sent) -> Any:
+        tags = {t["name"]: t["value"] for t in sent.payload["tags"]}
+        data = {"email_id": sent.provider_msg_id, "to": [sent.address], "tags": tags}
+        return {"type": "email.delivered", "created_at": "2026-11-30T12:00:00.000Z", "data": data}
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        body = json.dumps(event).encode()
+        secret = self.secrets[OTHER if forged and account != OTHER else account]
+        if forged and account == OTHER:
+            secret = "whsec_" + base64.b64encode(b"nobody").decode()
+        msg_id, stamp = f"msg_{uuid.uuid4().hex}", int(time.time())
+        headers = {
+            "Content-Type": "application/json",
+            "svix-id": msg_id,
+            "svix-timestamp": str(stamp),
+            "svix-signature": resend_signature.sign(secret, msg_id, stamp, body),
+        }
+        return Callback(f"/v1/webhooks/resend/{account}", body, headers)
+
+    capabilities = Capabilities(
+        repeat=Repeat(honoured=True),
+        answers=(
+            Answer("validation_error", Raised(P, "validation_error", None)),
+            Answer("missing_required_field", Raised(P, "missing_required_field", None)),
+            Answer("invalid_from_address", Raised(T, "invalid_from_address", 300.0)),
+            Answer("missing_api_key", Raised(T, "missing_api_key", 300.0)),
+            Answer("restricted_api_key", Raised(T, "restricted_api_key", 300.0)),
+            Answer("invalid_api_key", Raised(T, "invalid_api_key", 300.0)),
+            Answer("domain_not_verified", Raised(T, "sender_not_allowed", 300.0)),
+            Answer("not_found", Raised(T, "not_found", 300.0)),
+            Answer("invalid_idempotent_request", Raised(P, "idempotency_conflict", None)),
+            Answer("concurrent_idempotent_requests", Raised(T, "idempotency_in_progress", 1.0)),
+            Answer("invalid_idempotency_key", Raised(X, "invalid_idempotency_key", None)),
+            Answer("rate_limit_exceeded", Raised(T, "rate_limit_exceeded", 1.0)),
+            Answer("daily_quota_exceeded", Raised(T, "daily_quota_exceeded", 3600.0)),
+            Answer("security_error", Raised(P, "security_error", None)),
+            Answer("application_error", Raised(T, "application_error", None)),
+            Answer("internal_server_error", Raised(T, "internal_server_error", None)),
+        ),
+        rate_limited=Raised(T, "rate_limit_exceeded", 1.0),
+        outage=Raised(T, "internal_server_error"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-key",
+                {"api_key": SecretStr("re_wrong")},
+                Raised(T, "invalid_api_key", 300.0, says="API key is invalid"),
+            ),
+            Misconfigured(
+                "unverified-domain",
+                {"from_email": "a@elsewhere.example"},
+                Raised(T, "sender_not_allowed", 300.0, says="domain is not verified"),
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="retry"),
+        refused=Raised(T, UNCHECKED),
+        inbound=Inbound(
+            "resend",
+            "email",
+            "ana@example.com",
+            replay="deduplicated",
+            unconfigured={"webhook_secret": None},
         ),
     )
 
@@ -1060,6 +1165,7 @@ PROVIDERS: dict[str, Contract] = {
         SendGrid(),
         Mailgun(),
         Postmark(),
+        Resend(),
         Ses(),
         Smtp(),
         Twilio(),

@@ -105,9 +105,13 @@ class Misconfigured:
 class Repeat:
     """One delivery sent twice: the provider has no idempotency key, so the simulator gets
     both (and knows the second as a repeat by the delivery id it carries); ``same_id``:
-    the provider's message id is the delivery id (APNs' apns-id, the webhook id)."""
+    the provider's message id is the delivery id (APNs' apns-id, the webhook id).
+    ``honoured``: the provider takes the delivery id as its idempotency key (Resend), so
+    the second send is answered as the first (the same message id) and nothing is sent
+    again."""
 
     same_id: bool = False
+    honoured: bool = False
 
 
 @dataclass(frozen=True)

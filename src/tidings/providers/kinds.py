@@ -17,6 +17,7 @@ from tidings.providers.base import Provider
 from tidings.providers.fcm import FcmAccount, FcmProvider
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider
 from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
+from tidings.providers.resend import ResendAccount, ResendProvider
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
 from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.sink import NoopProvider, SinkProvider
@@ -56,6 +57,7 @@ Account = Annotated[
     | SendGridAccount
     | MailgunAccount
     | PostmarkAccount
+    | ResendAccount
     | SesAccount
     | TwilioAccount
     | FcmAccount
@@ -89,6 +91,8 @@ def build_provider(
             provider = MailgunProvider(name, account)
         case PostmarkAccount():
             provider = PostmarkProvider(name, account)
+        case ResendAccount():
+            provider = ResendProvider(name, account)
         case SesAccount():
             provider = SesProvider(name, account)
         case TwilioAccount():

@@ -9,6 +9,7 @@ from typing import Any
 from tidings.providers.mailgun import MailgunReceiver
 from tidings.providers.postmark import PostmarkReceiver
 from tidings.providers.receivers import WebhookReceiver
+from tidings.providers.resend import ResendReceiver
 from tidings.providers.sendgrid import SendGridReceiver
 from tidings.providers.ses import SesReceiver
 from tidings.providers.twilio import TwilioReceiver
@@ -18,6 +19,7 @@ _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     SendGridReceiver(),
     MailgunReceiver(),
     PostmarkReceiver(),
+    ResendReceiver(),
     SesReceiver(),
     TwilioReceiver(),
     VonageReceiver(),

@@ -8,6 +8,7 @@ from tidings.simulator import (  # noqa: F401
     fcm,
     mailgun,
     postmark,
+    resend,
     sendgrid,
     smtp,
     twilio,

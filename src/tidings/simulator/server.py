@@ -79,6 +79,12 @@ class SimulatorConfig(BaseModel):
     postmark_webhook_url: str | None = None
     postmark_webhook_username: str = "postmark"
     postmark_webhook_password: str = "simulator-postmark-webhook-password"
+    # Resend: the API key it accepts, its verified sending domains, the signing secret of its
+    # (Svix) webhooks and where they go (as SendGrid's URL above).
+    resend_api_key: str = "re_simulator_key"
+    resend_domains: list[str] = Field(default_factory=lambda: ["example.com"])
+    resend_webhook_secret: str = "whsec_c2ltdWxhdG9yLXJlc2VuZC13ZWJob29rLXNlY3JldA=="
+    resend_webhook_url: str | None = None
 
     @model_validator(mode="after")
     def _known_behaviours(self) -> SimulatorConfig:
@@ -97,6 +103,9 @@ class SimulatorConfig(BaseModel):
 
     def mailgun_events_url(self) -> str | None:
         return self.mailgun_webhook_url or self._tidings("/v1/webhooks/mailgun/mailgun-sim")
+
+    def resend_events_url(self) -> str | None:
+        return self.resend_webhook_url or self._tidings("/v1/webhooks/resend/resend-sim")
 
     def postmark_events_url(self) -> str | None:
         return self.postmark_webhook_url or self._tidings("/v1/webhooks/postmark/postmark-sim")

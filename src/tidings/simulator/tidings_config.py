@@ -74,6 +74,13 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
             "webhook_username": config.postmark_webhook_username,
             "webhook_password": config.postmark_webhook_password,
         },
+        "resend-sim": {
+            "kind": "resend",
+            "api_key": config.resend_api_key,
+            "base_url": url,
+            "from_email": FROM_EMAIL,
+            "webhook_secret": config.resend_webhook_secret,
+        },
         "ses-sim": _ses(sim),
         "twilio-sim": {
             "kind": "twilio",
