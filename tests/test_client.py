@@ -8,6 +8,7 @@ without depending on each other.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import select
@@ -153,6 +154,39 @@ async def test_async_send_and_status(server: Server) -> None:
     assert by_channel["sms"].status == "SKIPPED"
     assert by_channel["sms"].skip_reason == "no_address"
     assert by_channel["email"].status in ("PENDING", "SENDING", "SENT")
+
+
+def test_search_pages_a_users_notifications_newest_first(server: Server) -> None:
+    user = unique("user")
+    address = f"{user}@example.com"
+    with Client(server.url) as client:
+        sent = [
+            client.send(
+                shipped(unique("order"), user_id=user, to=Recipient(email=address)),
+            ).id
+            for _ in range(3)
+        ]
+        first = client.search_notifications(address=address, limit=2)
+        second = client.search_notifications(address=address, limit=2, after=first.next)
+    assert [n.id for n in first.notifications + second.notifications] == sent[::-1]
+    assert second.next is None
+    found = first.notifications[0]
+    assert (found.user_id, found.type) == (user, SHIPPED)
+    email = next(d for d in found.deliveries if d.channel == "email")
+    assert email.address != address and email.address.endswith("@example.com")
+
+
+async def test_async_search_by_user_and_time(server: Server) -> None:
+    user = unique("user")
+    async with AsyncClient(server.url) as client:
+        await client.send(shipped(unique("order"), user_id=user))
+        await asyncio.sleep(0.01)  # the next id is made in a later millisecond than since
+        since = datetime.now(UTC)
+        later = await client.send(shipped(unique("order"), user_id=user))
+        page = await client.search_notifications(user_id=user, start=since)
+        everything = await client.search_notifications(user_id=user, channel="email")
+    assert [n.id for n in page.notifications] == [later.id]
+    assert len(everything.notifications) == 2
 
 
 def test_the_same_business_id_twice_is_one_notification_marked_replayed(server: Server) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -36,6 +37,7 @@ from tidings.client.results import (
     CancelResult,
     ChannelPreview,
     DryRun,
+    NotificationPage,
     NotificationStatus,
     NotificationType,
     Preferences,
@@ -114,6 +116,35 @@ def send_batch(notifications: Sequence[Notification]) -> Call[BatchResult]:
 def get_notification(notification_id: str) -> Call[NotificationStatus]:
     path = f"/v1/notifications/{_segment(notification_id)}"
     return Call("GET", path, _reading(NotificationStatus.from_wire))
+
+
+def search_notifications(
+    *,
+    user_id: str | None = None,
+    type: str | None = None,
+    status: str | None = None,
+    channel: str | None = None,
+    campaign_id: str | None = None,
+    address: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    limit: int = 50,
+    after: str | None = None,
+) -> Call[NotificationPage]:
+    given = {
+        "userId": user_id,
+        "type": type,
+        "status": status,
+        "channel": channel,
+        "campaignId": campaign_id,
+        "address": address,
+        "from": start.isoformat() if start else None,
+        "to": end.isoformat() if end else None,
+        "limit": limit,
+        "after": after,
+    }
+    params: dict[str, str | int] = compact(given)
+    return Call("GET", "/v1/notifications", _reading(NotificationPage.from_wire), params=params)
 
 
 # Campaigns

@@ -190,6 +190,77 @@ class NotificationStatus:
 
 
 @dataclass(frozen=True)
+class FoundDelivery:
+    """A delivery as the search lists it: its state, not its history."""
+
+    id: str
+    channel: str
+    address: str  # masked by the server
+    status: str
+    attempts: int
+    failure_kind: str | None
+    skip_reason: str | None
+    provider: str | None
+    sent_at: datetime | None
+    updated_at: datetime
+
+    @classmethod
+    def from_wire(cls, d: Json) -> FoundDelivery:
+        return cls(
+            id=d["id"],
+            channel=d["channel"],
+            address=d["address"],
+            status=d["status"],
+            attempts=d["attempts"],
+            failure_kind=d.get("failureKind"),
+            skip_reason=d.get("skipReason"),
+            provider=d.get("provider"),
+            sent_at=_maybe_at(d.get("sentAt")),
+            updated_at=_at(d["updatedAt"]),
+        )
+
+
+@dataclass(frozen=True)
+class FoundNotification:
+    id: str
+    type: str
+    category: str
+    priority: str
+    user_id: str | None
+    campaign_id: str | None
+    send_at: datetime | None
+    created_at: datetime
+    deliveries: tuple[FoundDelivery, ...]
+
+    @classmethod
+    def from_wire(cls, d: Json) -> FoundNotification:
+        return cls(
+            id=d["id"],
+            type=d["type"],
+            category=d["category"],
+            priority=d["priority"],
+            user_id=d.get("userId"),
+            campaign_id=d.get("campaignId"),
+            send_at=_maybe_at(d.get("sendAt")),
+            created_at=_at(d["createdAt"]),
+            deliveries=tuple(FoundDelivery.from_wire(x) for x in d["deliveries"]),
+        )
+
+
+@dataclass(frozen=True)
+class NotificationPage:
+    """``GET /v1/notifications``: newest first; pass ``next`` as ``after`` for older ones."""
+
+    notifications: tuple[FoundNotification, ...]
+    next: str | None
+
+    @classmethod
+    def from_wire(cls, d: Json) -> NotificationPage:
+        found = tuple(FoundNotification.from_wire(n) for n in d["notifications"])
+        return cls(notifications=found, next=d.get("next"))
+
+
+@dataclass(frozen=True)
 class CampaignAccepted:
     """A scheduled campaign (202). The server does not say whether this was a replay."""
 

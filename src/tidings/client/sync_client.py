@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ from tidings.client.results import (
     CancelResult,
     ChannelPreview,
     DryRun,
+    NotificationPage,
     NotificationStatus,
     NotificationType,
     Preferences,
@@ -111,6 +113,38 @@ class Client(ClientBase):
     def get_notification(self, notification_id: str) -> NotificationStatus:
         """A notification's deliveries, their status and history."""
         return self._run(calls.get_notification(notification_id))
+
+    def search_notifications(
+        self,
+        *,
+        user_id: str | None = None,
+        type: str | None = None,
+        status: str | None = None,
+        channel: str | None = None,
+        campaign_id: str | None = None,
+        address: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> NotificationPage:
+        """Notifications newest first, found by any of user, type, delivery status,
+        channel, campaign, exact address and time (``start`` included, ``end`` excluded,
+        both with a time zone); ``after`` is the previous page's ``next``."""
+        return self._run(
+            calls.search_notifications(
+                user_id=user_id,
+                type=type,
+                status=status,
+                channel=channel,
+                campaign_id=campaign_id,
+                address=address,
+                start=start,
+                end=end,
+                limit=limit,
+                after=after,
+            )
+        )
 
     # Campaigns
 
