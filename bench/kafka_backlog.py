@@ -173,7 +173,7 @@ The relay keeps what the worker drains in half a lease in the topic (transport/p
 {table}
 
 Before pacing the relay published the whole `max_queued` at once: in the scaled test
-(`tests/test_kafka_pacing.py`: 2,000 rows, 30/s, a 20 s lease) 2,961 queue leases
+(`tests/system/test_kafka_pacing.py`: 2,000 rows, 30/s, a 20 s lease) 2,961 queue leases
 expired and their rows were published again; with it, none. Load average at start
 {load}, at the end {os.getloadavg()[0]:.1f} (2 cores shared).
 """

@@ -1,4 +1,4 @@
-"""The rate scenario of bench/rate.py, also run (shorter) by tests/test_protection.py.
+"""The rate scenario of bench/rate.py, also run (shorter) by tests/integration/test_protection.py.
 
 One SendGrid account with a rate limit ``R``, the simulator's SendGrid limited to the same
 ``R``, and a producer offering ``3 R`` per second of HIGH, NORMAL and LOW email through the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium for the dashboard's browser test (tests/test_dashboard.py): Playwright
+# Debian's Chromium for the dashboard's browser test (tests/system/test_dashboard.py): Playwright
 # drives it by path, since its own browser download is not reachable. Does nothing when
 # /usr/bin/chromium is there.
 set -euo pipefail

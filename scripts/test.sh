@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh
 scripts/services.sh
-scripts/browser.sh  # Debian's chromium, for tests/test_dashboard.py
+scripts/browser.sh  # Debian's chromium, for tests/system/test_dashboard.py
 # Installed just now: its browser test fails without it instead of skipping.
 export TIDINGS_REQUIRE_BROWSER=1
 .venv/bin/ruff check src tests bench

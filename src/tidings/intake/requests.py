@@ -105,7 +105,7 @@ Phone = Annotated[
     str, AfterValidator(_e164), Field(json_schema_extra={"pattern": r"^\+[1-9][0-9]{1,14}$"})
 ]
 # pydantic's patterns run on Rust's regex engine, where "$" is the end of the text (a final
-# newline does not match; tests/test_input_limits.py checks it). 35: the locale columns.
+# newline does not match; tests/integration/test_input_limits.py checks it). 35: the locale columns.
 Locale = Annotated[
     str, StringConstraints(max_length=35, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
 ]

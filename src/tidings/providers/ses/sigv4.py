@@ -7,7 +7,7 @@ scope ``date/region/service/aws4_request``, and an HMAC-SHA256 chain from ``AWS4
 secret key through the date, region, service and ``aws4_request``. The result goes in
 ``Authorization`` with ``X-Amz-Date`` (and ``X-Amz-Security-Token`` for temporary
 credentials, signed too). Checked against AWS's published test suite and botocore's
-``SigV4Auth`` in tests/test_provider_ses.py.
+``SigV4Auth`` in tests/integration/test_provider_ses.py.
 """
 
 from __future__ import annotations

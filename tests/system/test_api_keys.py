@@ -1,0 +1,383 @@
+"""API keys (docs/security.md): every route declares a scope, a key of one namespace sees
+and replays only its own notifications, a key may have an accept rate, the service
+refuses to serve a network address without keys, `tidings keys` creates, lists and
+revokes them, and the database holds only their hashes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
+from starlette.routing import Mount
+
+from tests.helpers import email_to, post
+from tests.integration.test_dead_letters import failed_delivery
+from tests.processes import (
+    TidingsProcess,
+    free_port,
+    tidings_env,
+    tidings_processes,
+    wait_ready,
+)
+from tests.system.test_cli import run_cli
+from tidings.api.app import DOCS_ASSETS, create_app
+from tidings.api.auth import (
+    ALL_SCOPES,
+    SHOWN_CHARS,
+    Keyring,
+    Scope,
+    issue_key,
+    route_scope,
+)
+from tidings.clock import utcnow
+from tidings.service import Service
+from tidings.settings import Settings
+from tidings.store import api_keys
+from tidings.store.engine import connect
+
+# Routes that need no key; each carries its own proof or reveals nothing. The dashboard
+# signs in with a key of its own and checks the session on every page.
+PUBLIC_PREFIXES = (
+    "/v1/webhooks/",
+    "/u/",
+    "/t/",
+    "/healthz",
+    "/readyz",
+    "/docs",
+    "/openapi.json",
+    "/dashboard",
+)
+# Mounted apps have no route dependencies to declare a scope with: each is named here with
+# why it needs no key, and any other mount fails the walk.
+MOUNTS = {DOCS_ASSETS: "Swagger UI's own files, as in the installed package"}
+Keys = Callable[..., AsyncIterator[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def app(service: Service) -> FastAPI:
+    return create_app(service)
+
+
+async def add_key(
+    app: FastAPI, name: str, scopes: Any, namespace: str = "default", rate: float | None = None
+) -> str:
+    service: Service = app.state.service
+    key, stored = issue_key(name, [Scope(s).value for s in scopes], namespace, rate)
+    await api_keys.insert(service.db, stored)
+    keyring: Keyring = app.state.keyring
+    keyring.forget()  # as another process would see it within api_key_refresh_seconds
+    return key
+
+
+def http(app: FastAPI, key: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    transport = httpx.ASGITransport(app=app)
+    return httpx.AsyncClient(transport=transport, base_url="http://tidings", headers=headers)
+
+
+def operations(app: FastAPI) -> list[tuple[str, str, str | None]]:
+    """The OpenAPI document's operations and the scope each says it needs."""
+    return [
+        (method.upper(), path, operation.get("x-tidings-scope"))
+        for path, methods in app.openapi()["paths"].items()
+        for method, operation in methods.items()
+    ]
+
+
+def routes(app: FastAPI) -> list[tuple[str, str, str | None]]:
+    """Every route the app serves, as (method, path, scope), from its route list as requests
+    meet it: routes left out of the OpenAPI document included, a router's dependencies
+    included. Mounted apps are left out, each for the reason ``MOUNTS`` gives."""
+    found = []
+    for context in iter_route_contexts(app.routes):
+        if isinstance(context.original_route, Mount):
+            assert context.path in MOUNTS, f"{context.path}: a mounted app not in MOUNTS"
+            continue
+        if context.path == app.openapi_url:
+            scope: str | None = "public"  # FastAPI's own route: it takes no dependencies
+        else:
+            scope = route_scope(getattr(context, "dependencies", ()))
+        path = context.path_format or context.path or ""
+        found.extend((method, path, scope) for method in sorted(context.methods or ()))
+    return found
+
+
+def test_every_route_declares_a_scope_or_is_public(app: FastAPI) -> None:
+    found = routes(app)
+    assert len(found) > 30
+    undeclared = [(m, p) for m, p, scope in found if scope is None]
+    assert undeclared == [], "routes without a scope (api/auth.py: needs(...) or PUBLIC)"
+    public = [p for _, p, scope in found if scope == "public"]
+    assert all(p.startswith(PUBLIC_PREFIXES) for p in public), public
+    assert {scope for _, _, scope in found} == {"public", *(s.value for s in Scope)}
+    # The walk reaches the routes the document leaves out...
+    assert {("GET", "/docs", "public"), ("POST", "/dashboard/login", "public")} <= set(found)
+    # ...and the document says of each operation what its route declares.
+    assert set(operations(app)) <= set(found)
+
+
+def filled(path: str) -> str:
+    # A UUID serves every path parameter: ids parse, names and tokens accept it.
+    return re.sub(r"\{[^}]+\}", "00000000-0000-4000-8000-000000000001", path)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_route_by_scope_matrix(app: FastAPI) -> None:
+    """For every scoped route: no key 401, a key with any other scope 403, its own scope
+    neither (whatever the route then makes of the request)."""
+    keys = {scope: await add_key(app, f"only-{scope.value}", [scope]) for scope in Scope}
+    wrong: list[str] = []
+    for method, path, scope in routes(app):
+        if scope == "public":
+            continue
+        url = filled(path)
+        body = {} if method in ("POST", "PUT") else None
+        async with http(app) as anonymous:
+            answer = await anonymous.request(method, url, json=body)
+            if answer.status_code != 401 or answer.headers.get("WWW-Authenticate") is None:
+                wrong.append(f"{method} {path} without a key: {answer.status_code}")
+        for holder, key in keys.items():
+            async with http(app, key) as client:
+                status = (await client.request(method, url, json=body)).status_code
+            allowed = holder.value == scope
+            if allowed == (status in (401, 403)) or (not allowed and status != 403):
+                wrong.append(f"{method} {path} with a {holder.value} key: {status}")
+    assert wrong == []
+
+
+async def test_without_keys_the_service_is_open_until_the_first_key(app: FastAPI) -> None:
+    async with http(app) as anonymous:
+        assert (await anonymous.get("/v1/dead-letters")).status_code == 200
+        key = await add_key(app, "ops", [Scope.ADMIN])
+        refused = await anonymous.get("/v1/dead-letters")
+        assert refused.status_code == 401
+        assert refused.json()["error"]["field"] == "Authorization"
+        forged = await anonymous.get(
+            "/v1/dead-letters", headers={"Authorization": "Bearer tdk_" + "x" * 43}
+        )
+        assert forged.status_code == 401
+    async with http(app, key) as ops:
+        assert (await ops.get("/v1/dead-letters")).status_code == 200
+        service: Service = app.state.service
+        assert await api_keys.revoke(service.db, ["ops"], utcnow()) == ["ops"]
+        app.state.keyring.forget()
+        # Revoked, and the last key: the service stays closed.
+        assert (await ops.get("/v1/dead-letters")).status_code == 401
+    async with http(app) as anonymous:
+        assert (await anonymous.get("/v1/dead-letters")).status_code == 401
+        assert (await anonymous.get("/healthz")).status_code == 200
+
+
+async def test_a_namespace_sees_and_replays_only_its_own(app: FastAPI, service: Service) -> None:
+    setup = await add_key(app, "setup", ALL_SCOPES, namespace="a")
+    other = await add_key(app, "b", [Scope.SEND, Scope.READ, Scope.ADMIN], namespace="b")
+    async with http(app, setup) as a, http(app, other) as b:
+        accepted = await failed_delivery(a, service)
+        notification, delivery = accepted["id"], accepted["deliveries"][0]["id"]
+        assert (await a.get(f"/v1/notifications/{notification}")).status_code == 200
+        assert (await b.get(f"/v1/notifications/{notification}")).status_code == 404
+        assert [d["id"] for d in (await a.get("/v1/dead-letters")).json()] == [delivery]
+        assert (await b.get("/v1/dead-letters")).json() == []
+        assert (await b.post(f"/v1/deliveries/{delivery}/replay")).status_code == 404
+        assert (await a.post(f"/v1/deliveries/{delivery}/replay")).status_code == 200
+
+        # One idempotency key, two teams: two notifications, no conflict.
+        first = await post(a, email_to("ana@example.com"), key="order-1")
+        second = await post(b, email_to("bea@example.com"), key="order-1")
+        assert (first.status_code, second.status_code) == (202, 202)
+        assert first.json()["id"] != second.json()["id"]
+        again = await post(b, email_to("bea@example.com"), key="order-1")
+        assert again.headers.get("Idempotent-Replayed") == "true"
+        assert again.json()["id"] == second.json()["id"]
+
+
+async def test_campaigns_are_their_namespaces(app: FastAPI) -> None:
+    setup = await add_key(app, "setup", ALL_SCOPES, namespace="a")
+    other = await add_key(app, "b", [Scope.CAMPAIGNS], namespace="b")
+    async with http(app, setup) as a, http(app, other) as b:
+        kind = {"category": "marketing", "priority": "low", "channels": ["email"]}
+        assert (await a.put("/v1/types/promo", json=kind)).status_code == 201
+        template = {"subject": "Hi", "text": "hello"}
+        assert (await a.put("/v1/templates/promo/email/en", json=template)).status_code == 201
+        body = {"type": "promo", "audience": {"userIds": ["u1"]}}
+        created = await a.post("/v1/campaigns", json=body, headers={"Idempotency-Key": "c1"})
+        assert created.status_code == 202, created.text
+        campaign = created.json()["campaignId"]
+        assert (await b.get(f"/v1/campaigns/{campaign}")).status_code == 404
+        assert (await b.post(f"/v1/campaigns/{campaign}/cancel")).status_code == 404
+        assert (await b.get("/v1/campaigns")).json()["campaigns"] == []
+        assert (await a.get(f"/v1/campaigns/{campaign}")).status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_key_over_its_accept_rate_is_told_when_to_retry(app: FastAPI) -> None:
+    setup = await add_key(app, "setup", ALL_SCOPES)
+    limited = await add_key(app, "runaway", [Scope.SEND], rate=3)
+    async with http(app, setup) as admin, http(app, limited) as runaway:
+        kind = {"category": "transactional", "priority": "normal", "channels": ["email"]}
+        assert (await admin.put("/v1/types/order.confirmed", json=kind)).status_code == 201
+        template = {"subject": "Hi", "text": "hello"}
+        url = "/v1/templates/order.confirmed/email/en"
+        assert (await admin.put(url, json=template)).status_code == 201
+        statuses = [(await post(runaway, email_to())).status_code for _ in range(5)]
+        assert statuses[:3] == [202, 202, 202] and 429 in statuses[3:], statuses
+        refused = await post(runaway, email_to())
+        assert refused.status_code == 429
+        assert int(refused.headers["Retry-After"]) >= 1
+        # Another key is not held back by this one's rate.
+        assert (await post(admin, email_to())).status_code == 202
+
+
+def on_network(port: int, *extra: str) -> list[str]:
+    return ["--host", "0.0.0.0", "--port", str(port), *extra]
+
+
+async def assert_refused(process: TidingsProcess) -> None:
+    """``process`` exits, refusing to serve a network address without keys."""
+    assert await process.wait_exit(60) == 1, process.log_tail()
+    log = process.log()
+    assert "refusing to serve 0.0.0.0" in log and "--no-auth" in log, log
+
+
+async def dead_letters(base: str, key: str | None) -> int:
+    """The status of ``GET /v1/dead-letters`` (scope admin) with ``key``, or without one."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(base_url=base, headers=headers) as client:
+        return (await client.get("/v1/dead-letters")).status_code
+
+
+def created_key(env: dict[str, str], cwd: Path, *args: str) -> str:
+    """The key ``tidings keys create *args`` prints (its first line)."""
+    made = run_cli("keys", "create", *args, cwd=cwd, env=env)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[0]
+    assert key.startswith("tdk_"), made.stdout
+    return key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_network_address_without_keys_needs_no_auth(
+    database_url: str, tmp_path: Path
+) -> None:
+    """`tidings serve` and `tidings api` refuse an address other than loopback while no key
+    exists, and serve it to anyone with --no-auth (behind a gateway that authenticates)."""
+    env = tidings_env(database_url=database_url)  # migrated, as `tidings api` expects
+    ports = [free_port() for _ in range(4)]
+    with tidings_processes(env, tmp_path) as processes:
+        refusing = [
+            processes.start("serve-open", ["serve", *on_network(ports[0])]),
+            processes.start("api-open", ["api", *on_network(ports[1])]),
+        ]
+        bases = {
+            f"http://127.0.0.1:{ports[2]}": processes.start(
+                "serve", ["serve", *on_network(ports[2], "--no-auth")]
+            ),
+            f"http://127.0.0.1:{ports[3]}": processes.start(
+                "api", ["api", *on_network(ports[3], "--no-auth")]
+            ),
+        }
+        await asyncio.gather(*(assert_refused(process) for process in refusing))
+        await asyncio.gather(*(wait_ready(base, process) for base, process in bases.items()))
+        for base, process in bases.items():
+            assert "--no-auth: serving 0.0.0.0" in process.log(), process.name
+            assert await dead_letters(base, None) == 200, process.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_key_opens_a_network_address_until_it_is_revoked(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Once a key exists, `tidings serve` and `tidings api` start on a network address and
+    answer only with a key; `tidings keys revoke` has both refuse it within
+    api_key_refresh_seconds, and `tidings keys list` shows it revoked, never the key."""
+    env = tidings_env(database_url=database_url)
+    key = created_key(env, tmp_path, "--name", "ops", "--scopes", "all")
+    serve_port, api_port = free_port(), free_port()
+    with tidings_processes(env, tmp_path / "processes") as processes:
+        bases = {
+            f"http://127.0.0.1:{serve_port}": processes.start(
+                "serve", ["serve", *on_network(serve_port)]
+            ),
+            f"http://127.0.0.1:{api_port}": processes.start("api", ["api", *on_network(api_port)]),
+        }
+        await asyncio.gather(*(wait_ready(base, process) for base, process in bases.items()))
+        for base, process in bases.items():
+            assert await dead_letters(base, None) == 401, process.name
+            assert await dead_letters(base, key) == 200, process.name
+
+        # The commands that call the API send TIDINGS_API_KEY.
+        status = ["status", str(uuid.uuid4()), "--url", next(iter(bases))]
+        without, with_key = await asyncio.gather(
+            asyncio.to_thread(run_cli, *status, cwd=tmp_path, env=env),
+            asyncio.to_thread(run_cli, *status, cwd=tmp_path, env={**env, "TIDINGS_API_KEY": key}),
+        )
+        assert without.returncode == 1 and "401" in without.stdout + without.stderr
+        assert "404" in with_key.stdout + with_key.stderr, with_key
+
+        revoked = run_cli("keys", "revoke", "ops", cwd=tmp_path, env=env)
+        assert revoked.returncode == 0 and "revoked 'ops'" in revoked.stdout, revoked
+        # Each process last read the keys before the revoke (no request since), and reads
+        # them again for a request api_key_refresh_seconds later; the listing meanwhile.
+        listed, _ = await asyncio.gather(
+            asyncio.to_thread(run_cli, "keys", "list", "--json", cwd=tmp_path, env=env),
+            asyncio.sleep(Settings.model_fields["api_key_refresh_seconds"].default),
+        )
+        for base, process in bases.items():
+            assert await dead_letters(base, key) == 401, process.name
+
+    assert listed.returncode == 0, listed.stderr
+    assert key not in listed.stdout and key[SHOWN_CHARS:] not in listed.stdout
+    [ops] = json.loads(listed.stdout)
+    assert ops["name"] == "ops" and ops["revokedAt"] is not None, ops
+
+
+async def every_cell(url: str, table: str) -> list[str]:
+    """Every value of every row of ``table`` as text, with the columns the database itself
+    lists (a column added later is read too)."""
+    db = connect(url)
+    try:
+        async with db.engine.connect() as conn:
+            names = await conn.run_sync(
+                lambda sync: [column["name"] for column in sa.inspect(sync).get_columns(table)]
+            )
+            assert len(names) >= 9, names
+            columns = (sa.cast(sa.column(name), sa.Text) for name in names)
+            rows = (await conn.execute(sa.select(*columns).select_from(sa.table(table)))).all()
+    finally:
+        await db.dispose()
+    return [cell for row in rows for cell in row if cell is not None]
+
+
+async def test_the_database_holds_only_a_hash_of_a_key(database_url: str, tmp_path: Path) -> None:
+    """What `tidings keys create` prints is in no column of the api_key table: its SHA-256
+    is, and the first characters that listings show, nothing of the rest."""
+    env = tidings_env(database_url=database_url)
+    key = created_key(env, tmp_path, "--name", "orders", "--scopes", "send,read")
+    cells = await every_cell(database_url, "api_key")
+    assert hashlib.sha256(key.encode()).hexdigest() in cells
+    assert key[:SHOWN_CHARS] in cells
+    unshown = key[SHOWN_CHARS:]
+    pieces = {unshown[i : i + SHOWN_CHARS] for i in range(len(unshown) - SHOWN_CHARS + 1)}
+    assert [cell for cell in cells if key in cell or any(p in cell for p in pieces)] == []
+
+
+@pytest.mark.slow
+async def test_serve_on_loopback_says_it_is_open(tmp_path: Path) -> None:
+    port = free_port()
+    with tidings_processes(tidings_env(), tmp_path) as processes:
+        server = processes.start("serve", ["serve", "--port", str(port)])
+        await wait_ready(f"http://127.0.0.1:{port}", server)
+        assert "no API keys exist: every request to 127.0.0.1" in server.log()
