@@ -1,6 +1,6 @@
 """Resend: the delivery id as its Idempotency-Key (an answer lost and retried reaches the
 user once), the simulator's keys as Resend documents them, and the Svix-signed webhooks
-posted by the simulator end to end. The adapter's error table: tests/contract."""
+posted by the simulator end to end. The adapter's error table: tests/integration/contract."""
 
 from __future__ import annotations
 
