@@ -34,3 +34,12 @@ class Channel(StrEnum):
     SMS = "sms"
     PUSH = "push"
     WEBHOOK = "webhook"  # an HTTP POST to the recipient's URL, signed (Standard Webhooks)
+    # Chat: a channel per service, each with its own address (docs/providers.md, Chat).
+    SLACK = "slack"  # a conversation id (bot token) or an incoming webhook URL
+    DISCORD = "discord"  # a Discord webhook URL
+    TEAMS = "teams"  # a Teams Workflows (Power Automate) webhook URL
+    TELEGRAM = "telegram"  # a Telegram chat id (or @channel username)
+
+
+# The chat channels: an address per service in the user's profile (or ``to``).
+CHAT_CHANNELS = (Channel.SLACK, Channel.DISCORD, Channel.TEAMS, Channel.TELEGRAM)

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
+from tidings.priorities import Channel
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
 
@@ -28,7 +29,7 @@ async def test_preferences_round_trip_with_defaults(client: httpx.AsyncClient) -
         "locale": "pt-BR",
     }
     shown = await put_preferences(client, "u1", body)
-    on = {"email": True, "sms": True, "push": True, "webhook": True}
+    on = {channel.value: True for channel in Channel}
     assert shown["categories"]["marketing"] == on | {"email": False}
     assert shown["categories"]["transactional"] == on
     assert shown["quietHours"] == {"from": "22:00", "to": "08:00"}

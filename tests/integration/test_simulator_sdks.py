@@ -520,3 +520,57 @@ async def test_apns_sandbox_is_the_host_a_request_names(sim: Simulator) -> None:
     assert development.status_code == 200, development.text
     assert production.status_code == 400 and production.json()["reason"] == "BadDeviceToken"
     assert sim.state("apns").received[0].payload["environment"] == "sandbox"
+
+
+# --- Slack ----------------------------------------------------------------------------------
+
+
+async def test_slack_web_client_posts_a_message_and_reads_its_answer(sim: Simulator) -> None:
+    """slack_sdk's WebClient, pointed at the simulator by its documented base_url."""
+    from slack_sdk import WebClient
+
+    client = WebClient(token=sim.config.slack_bot_token, base_url=f"{sim.url}/api/")
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "*Shipped*"}}]
+    answer = await blocking(
+        lambda: client.chat_postMessage(channel="U0SIMUSER1", text="Shipped", blocks=blocks)
+    )
+    assert answer["ok"] is True
+    assert answer["channel"] == "D0SIMUSER1"  # the bot's direct message with that user
+    assert float(answer["ts"]) > 0
+    [received] = sim.state("slack").received
+    assert received.payload["blocks"] == blocks
+
+
+async def test_slack_errors_reach_the_sdk_as_slack_error_codes(sim: Simulator) -> None:
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    client = WebClient(token="xoxb-another-token", base_url=f"{sim.url}/api/")
+    with pytest.raises(SlackApiError) as refused:
+        await blocking(lambda: client.chat_postMessage(channel="C0SIMCHAN1", text="hi"))
+    assert refused.value.response["error"] == "invalid_auth"
+    client = WebClient(token=sim.config.slack_bot_token, base_url=f"{sim.url}/api/")
+    sim.state("slack").script("C0SIMCHAN1", "not_in_channel")
+    with pytest.raises(SlackApiError) as refused:
+        await blocking(lambda: client.chat_postMessage(channel="C0SIMCHAN1", text="hi"))
+    assert refused.value.response["error"] == "not_in_channel"
+    # The SDK warns of a message without text, then sends it; Slack refuses it.
+    with pytest.warns(UserWarning), pytest.raises(SlackApiError) as refused:
+        await blocking(lambda: client.chat_postMessage(channel="C0SIMCHAN1"))
+    assert refused.value.response["error"] == "no_text"
+    assert sim.state("slack").counts["received"] == 0
+
+
+async def test_slack_webhook_client_posts_and_gets_the_plain_text_answers(
+    sim: Simulator,
+) -> None:
+    from slack_sdk.webhook import WebhookClient
+
+    hook = WebhookClient(f"{sim.url}/services/T0SIM0001/B0SIM0001/s3cr3t")
+    sent = await blocking(lambda: hook.send(text="Shipped"))
+    assert (sent.status_code, sent.body) == (200, "ok")
+    address = "https://hooks.slack.com/services/T0SIM0001/B0SIM0001/s3cr3t"
+    sim.state("slack").script(address, "no_service")
+    gone = await blocking(lambda: hook.send(text="Shipped"))
+    assert (gone.status_code, gone.body) == (404, "no_service")
+    assert [r.address for r in sim.state("slack").received] == [address]

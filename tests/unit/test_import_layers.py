@@ -35,6 +35,7 @@ PROVIDER_PACKAGES = tuple(
         "resend",
         "sendgrid",
         "ses",
+        "slack",
         "smtp",
         "twilio",
         "vonage",

@@ -29,10 +29,14 @@ from tidings.intake.requests import (
     ApiModel,
     BatchItemIn,
     DeviceToken,
+    DiscordAddress,
     DisplayName,
     Email,
     Locale,
     Phone,
+    SlackAddress,
+    TeamsAddress,
+    TelegramAddress,
     TypeName,
     UserIdIn,
     json_depth_over,
@@ -240,6 +244,11 @@ class TypeOut(TypeIn):
 class UserIn(ApiModel):
     email: Email | None = None
     phone: Phone | None = None
+    # The chat channels' addresses (docs/providers.md, Chat).
+    slack: SlackAddress | None = None
+    discord: DiscordAddress | None = None
+    teams: TeamsAddress | None = None
+    telegram: TelegramAddress | None = None
     timezone: TimeZone | None = None
     locale: Locale | None = None
     attributes: JsonObject | None = None

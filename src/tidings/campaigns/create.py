@@ -13,7 +13,7 @@ from tidings.campaigns.errors import CampaignError
 from tidings.content.catalog import TemplateCatalog
 from tidings.content.locales import fallback_chain
 from tidings.ids import new_id
-from tidings.priorities import Channel, Priority
+from tidings.priorities import CHAT_CHANNELS, Channel, Priority
 from tidings.store import audiences
 from tidings.store import campaigns as store
 from tidings.store.campaigns import Campaign, CampaignStatus
@@ -21,7 +21,12 @@ from tidings.store.engine import Database
 from tidings.store.types import NotificationType, TypeCatalog
 
 # Campaigns reach users at their own addresses; a webhook URL belongs to a producer.
-CAMPAIGN_CHANNELS = (Channel.EMAIL.value, Channel.SMS.value, Channel.PUSH.value)
+CAMPAIGN_CHANNELS = (
+    Channel.EMAIL.value,
+    Channel.SMS.value,
+    Channel.PUSH.value,
+    *(channel.value for channel in CHAT_CHANNELS),
+)
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,7 @@ class Recipients:
         if channel == Channel.PUSH.value:
             return self.tokens.get(user_id, [])
         profile = self.profiles.get(user_id)
-        value = None
-        if profile is not None:
-            value = profile.email if channel == Channel.EMAIL.value else profile.phone
+        value = profile.address(channel) if profile is not None else None
         return [value] if value else []
 
 

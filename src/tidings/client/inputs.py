@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from tidings.client.keys import resolve_key
 
-Channel = Literal["email", "sms", "push", "webhook"]
+Channel = Literal["email", "sms", "push", "webhook", "slack", "discord", "teams", "telegram"]
 Priority = Literal["high", "normal", "low"]
 Category = Literal["transactional", "reminder", "marketing"]
 

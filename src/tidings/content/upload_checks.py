@@ -14,6 +14,10 @@ REQUIRED = {
     Channel.SMS: ("text",),
     Channel.PUSH: ("text",),
     Channel.WEBHOOK: (),
+    Channel.SLACK: ("text",),
+    Channel.DISCORD: ("text",),
+    Channel.TEAMS: ("text",),
+    Channel.TELEGRAM: (),  # text or html (below)
 }
 ALLOWED = {
     Channel.EMAIL: {"subject", "text", "html"},
@@ -21,6 +25,13 @@ ALLOWED = {
     Channel.PUSH: {"subject", "text", "data"},
     # The JSON body: each data key rendered; without data, the notification's data as is.
     Channel.WEBHOOK: {"data"},
+    # Chat: the subject is the title (Slack's header block, Discord's embed title, the
+    # card's heading, Telegram's bold first line), the text its body. Telegram may have
+    # html instead of text (its HTML parse mode; every variable escaped).
+    Channel.SLACK: {"subject", "text"},
+    Channel.DISCORD: {"subject", "text"},
+    Channel.TEAMS: {"subject", "text"},
+    Channel.TELEGRAM: {"subject", "text", "html"},
 }
 RESERVED_PUSH_KEYS = ("from", "message_type", "google", "gcm", "aps")
 
@@ -47,8 +58,10 @@ def check_template(kind: NotificationType, channel: Channel, parts: dict[str, An
             raise TemplateProblem(
                 "missing_part", f"{_article(channel.value)} template needs {name}", name
             )
-    if channel is Channel.EMAIL and not given & {"text", "html"}:
-        raise TemplateProblem("missing_part", "an email template needs text or html", "text")
+    if channel in (Channel.EMAIL, Channel.TELEGRAM) and not given & {"text", "html"}:
+        raise TemplateProblem(
+            "missing_part", f"{_article(channel.value)} template needs text or html", "text"
+        )
     for name in sorted(given - ALLOWED[channel]):
         raise TemplateProblem(
             "unexpected_part", f"{_article(channel.value)} template has no {name}", name

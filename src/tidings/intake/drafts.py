@@ -15,7 +15,7 @@ from typing import Any
 
 from tidings.ids import delivery_ids, new_id
 from tidings.intake.requests import MAX_JSON_DEPTH, NotificationIn, json_depth_over
-from tidings.priorities import Category, Channel, Priority
+from tidings.priorities import CHAT_CHANNELS, Category, Channel, Priority
 from tidings.refusal import Refusal
 from tidings.states import Status
 from tidings.store.intake import DeliveryDraft, NotificationDraft
@@ -208,6 +208,11 @@ def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -
         return [phone] if phone else []
     if channel is Channel.WEBHOOK:
         return [to.webhook_url] if to and to.webhook_url else []
+    if channel in CHAT_CHANNELS:
+        profile = _profile(item, context)
+        given: str | None = getattr(to, channel.value) if to else None
+        address = given or (profile.address(channel.value) if profile else None)
+        return [address] if address else []
     if to and to.device_tokens:
         return list(dict.fromkeys(to.device_tokens))
     return context.device_tokens.get(item.user_id, []) if item.user_id else []
@@ -218,6 +223,7 @@ _ADDRESS_FIELD = {
     Channel.SMS: "to.phone",
     Channel.PUSH: "to.deviceTokens",
     Channel.WEBHOOK: "to.webhookUrl",
+    **{channel: f"to.{channel.value}" for channel in CHAT_CHANNELS},
 }
 
 

@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from tidings.priorities import Category, Channel, Priority
+from tidings.providers import chat_addresses
 from tidings.providers.ssrf import url_problem
 
 # fullmatch everywhere: with match() and "$", "+15559990000\n" passed (and skipped the
@@ -149,6 +150,19 @@ WebhookUrl = Annotated[
     AfterValidator(_http_url),
 ]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+# The chat channels' addresses (providers/chat_addresses.py), bounded before they are read.
+SlackAddress = Annotated[
+    str, StringConstraints(max_length=255), AfterValidator(chat_addresses.slack_address)
+]
+DiscordAddress = Annotated[
+    str, StringConstraints(max_length=255), AfterValidator(chat_addresses.discord_address)
+]
+TeamsAddress = Annotated[
+    str, StringConstraints(max_length=2048), AfterValidator(chat_addresses.teams_address)
+]
+TelegramAddress = Annotated[
+    str, StringConstraints(max_length=33), AfterValidator(chat_addresses.telegram_address)
+]
 # A display name in a From header: one line (a CR or LF would start a header of its own).
 DisplayName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\r\n]*$")]
 # Copies per email: enough for a team, too few to turn one notification into a mailing.
@@ -200,6 +214,10 @@ class Recipient(ApiModel):
     phone: Phone | None = None
     device_tokens: list[DeviceToken] | None = Field(default=None, max_length=100)
     webhook_url: WebhookUrl | None = None
+    slack: SlackAddress | None = None
+    discord: DiscordAddress | None = None
+    teams: TeamsAddress | None = None
+    telegram: TelegramAddress | None = None
 
 
 class EmailOptions(ApiModel):

@@ -21,6 +21,7 @@ from tidings.providers.resend import ResendAccount, ResendProvider
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
 from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.sink import NoopProvider, SinkProvider
+from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
@@ -64,7 +65,8 @@ Account = Annotated[
     | ApnsAccount
     | WebhookAccount
     | VonageAccount
-    | WebPushAccount,
+    | WebPushAccount
+    | SlackAccount,
     Field(discriminator="kind"),
 ]
 
@@ -107,6 +109,8 @@ def build_provider(
             provider = VonageProvider(name, account)
         case WebPushAccount():
             provider = WebPushProvider(name, account)
+        case SlackAccount():
+            provider = SlackProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

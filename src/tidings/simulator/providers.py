@@ -10,6 +10,7 @@ from tidings.simulator import (  # noqa: F401
     postmark,
     resend,
     sendgrid,
+    slack,
     smtp,
     twilio,
     vonage,

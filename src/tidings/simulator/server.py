@@ -121,6 +121,8 @@ class SimulatorConfig(BaseModel):
     # Web Push: the contact the simulated push service expects in VAPID JWTs (any mailto:
     # or https: URL is accepted; this one goes into --write-config).
     webpush_vapid_subject: str = "mailto:tidings@example.com"
+    # Chat: the bot token the simulated Slack Web API accepts.
+    slack_bot_token: str = "xoxb-simulator-bot-token"
 
     def vonage_status_webhook_url(self) -> str | None:
         return self.vonage_status_url or self._tidings("/v1/webhooks/vonage/vonage-sim")

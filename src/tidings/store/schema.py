@@ -271,6 +271,11 @@ user_profile = sa.Table(
     sa.Column("attributes", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
+    # The chat channels' addresses (migration 0031).
+    sa.Column("slack", sa.String(255), nullable=True),
+    sa.Column("discord", sa.String(255), nullable=True),
+    sa.Column("teams", sa.String(2048), nullable=True),
+    sa.Column("telegram", sa.String(33), nullable=True),
 )
 
 device = sa.Table(

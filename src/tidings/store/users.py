@@ -26,6 +26,18 @@ class UserProfile:
     attributes: Mapping[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    # The chat channels' addresses (docs/providers.md, Chat): a column each, named by it.
+    slack: str | None = None
+    discord: str | None = None
+    teams: str | None = None
+    telegram: str | None = None
+
+    def address(self, channel: str) -> str | None:
+        """The profile's address on ``channel`` (push has devices instead: None)."""
+        if channel in _ADDRESS_COLUMNS:
+            value: str | None = getattr(self, channel)
+            return value
+        return None
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> UserProfile:
@@ -34,6 +46,7 @@ class UserProfile:
 
 
 _PROFILE_COLUMNS = tuple(column.name for column in user_profile.columns)
+_ADDRESS_COLUMNS = frozenset({"email", "phone", "slack", "discord", "teams", "telegram"})
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,10 @@ async def put_user(
     locale: str | None,
     attributes: Mapping[str, Any] | None,
     now: datetime,
+    slack: str | None = None,
+    discord: str | None = None,
+    teams: str | None = None,
+    telegram: str | None = None,
 ) -> None:
     """Create or replace a profile. Its quiet hours (set with the preferences, by
     ``put_user_settings``) and its ``created_at`` are kept on replace."""
@@ -72,6 +89,10 @@ async def put_user(
         "id": user_id,
         "email": email,
         "phone": phone,
+        "slack": slack,
+        "discord": discord,
+        "teams": teams,
+        "telegram": telegram,
         "timezone": timezone,
         "locale": locale,
         "attributes": attributes,

@@ -59,6 +59,7 @@ from tidings.providers.resend import signature as resend_signature
 from tidings.providers.sendgrid import SendGridAccount, SendGridProvider
 from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.ses import SesAccount, SesProvider
+from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
@@ -1159,6 +1160,111 @@ class Webhook(Contract):
     )
 
 
+CHAT = Content(subject="Order shipped", text="Your order *42* has shipped.")
+NO_INBOUND_SLACK = NotApplicable(
+    "Slack reports no delivery or read status for bot messages: SENT is the last word"
+)
+# Chat services answer a configuration error (a revoked token) as such: retried late.
+CONFIG_WAIT = AtLeast(300)
+
+
+class Slack(Contract):
+    """Slack's Web API: chat.postMessage to a conversation id with the bot token."""
+
+    name, state = "slack", "slack"
+    to = "C0123ABCDE"
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "bot_token": sim.config.slack_bot_token,
+            "base_url": f"{sim.url}/api",
+            "webhooks_base_url": sim.url,
+            "timeout": 5,
+        }
+        return SlackAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, SlackAccount)
+        return SlackProvider("slack-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return message(Channel.SLACK, self.to, CHAT)
+
+    def unreachable(self, sim: Simulator, url: str) -> tuple[AccountSettings, Message]:
+        return self.account(sim, base_url=f"{url}/api"), self.message(sim)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            Answer("channel_not_found", Raised(P, "channel_not_found")),
+            Answer("not_in_channel", Raised(P, "not_in_channel")),
+            Answer("is_archived", Raised(P, "is_archived")),
+            Answer("msg_too_long", Raised(X, "msg_too_long")),
+            Answer("invalid_blocks", Raised(X, "invalid_blocks")),
+            Answer("invalid_auth", Raised(T, "invalid_auth", CONFIG_WAIT)),
+            Answer("account_inactive", Raised(T, "account_inactive", CONFIG_WAIT)),
+            Answer("token_revoked", Raised(T, "token_revoked", CONFIG_WAIT)),
+            Answer("missing_scope", Raised(T, "missing_scope", CONFIG_WAIT)),
+            Answer("ratelimited", Raised(T, "rate_limited", 1.0)),
+            Answer("internal_error", Raised(T, "internal_error")),
+            Answer("service_unavailable", Raised(T, "service_unavailable", says="503")),
+        ),
+        rate_limited=Raised(T, "rate_limited", 1.0, says="429 ratelimited"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-token",
+                {"bot_token": "xoxb-not-the-token"},
+                Raised(T, "invalid_auth", CONFIG_WAIT),
+            ),
+            Misconfigured(
+                "no-token",
+                {"bot_token": None},
+                Raised(T, "no_bot_token", CONFIG_WAIT),
+                before_any_request=True,
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=NO_INBOUND_SLACK,
+    )
+
+
+class SlackWebhook(Slack):
+    """Slack's incoming webhooks: the address is the webhook's URL, no token needed."""
+
+    name = "slack-webhook"
+    to = "https://hooks.slack.com/services/T0SIM0001/B0SIM0001/s3cr3tHookToken"
+
+    def unreachable(self, sim: Simulator, url: str) -> tuple[AccountSettings, Message]:
+        return self.account(sim, webhooks_base_url=url), self.message(sim)
+
+    capabilities = Capabilities(
+        repeat=Repeat(same_id=True),  # a webhook answers no id: the delivery id is the one
+        answers=(
+            # A webhook removed, or its channel gone: its URL is never used again.
+            Answer("no_service", Raised(P, "no_service", effect=SUPPRESS)),
+            Answer("channel_not_found", Raised(P, "channel_not_found", effect=SUPPRESS)),
+            Answer("channel_is_archived", Raised(P, "channel_is_archived", effect=SUPPRESS)),
+            Answer("no_active_hooks", Raised(P, "no_active_hooks", effect=SUPPRESS)),
+            Answer("action_prohibited", Raised(P, "action_prohibited")),
+            Answer("invalid_payload", Raised(X, "invalid_payload")),
+            Answer("invalid_token", Raised(T, "invalid_token", CONFIG_WAIT)),
+            Answer("team_disabled", Raised(T, "team_disabled", CONFIG_WAIT)),
+            Answer("rollup_error", Raised(T, "rollup_error", says="500")),
+        ),
+        rate_limited=Raised(T, "rate_limited", 1.0, says="429"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=NotApplicable(
+            "an incoming webhook's URL is its credential, and it is the address: a wrong one "
+            "is the no_service answer (suppressed)"
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=NO_INBOUND_SLACK,
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1174,5 +1280,7 @@ PROVIDERS: dict[str, Contract] = {
         Fcm(),
         WebPush(),
         Webhook(),
+        Slack(),
+        SlackWebhook(),
     )
 }
