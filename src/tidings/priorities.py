@@ -34,6 +34,7 @@ class Channel(StrEnum):
     SMS = "sms"
     PUSH = "push"
     WEBHOOK = "webhook"  # an HTTP POST to the recipient's URL, signed (Standard Webhooks)
+    INBOX = "inbox"  # kept for the user's in-app feed (docs/inbox.md): no provider
     # Chat: a channel per service, each with its own address (docs/providers.md, Chat).
     SLACK = "slack"  # a conversation id (bot token) or an incoming webhook URL
     DISCORD = "discord"  # a Discord webhook URL

@@ -26,6 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from tidings.background.inbox_settings import InboxSettings
 from tidings.background.producer_webhooks import ProducerWebhookSettings
 from tidings.campaigns.settings import CampaignSettings
 from tidings.dispatch.lanes.settings import Lanes
@@ -109,6 +110,9 @@ class Settings(BaseSettings):
     # Events pushed to producers' webhook endpoints (docs/events.md, Webhooks).
     webhooks: ProducerWebhookSettings = Field(default_factory=ProducerWebhookSettings)
 
+    # The in-app inbox (docs/inbox.md): its retention, user tokens, CORS, live streams.
+    inbox: InboxSettings = Field(default_factory=InboxSettings)
+
     lanes: Lanes = Field(default_factory=Lanes)
     # Campaign expansion: page size, the expander's lease, due spikes, cancel's wait.
     campaigns: CampaignSettings = Field(default_factory=CampaignSettings)
@@ -149,6 +153,11 @@ class Settings(BaseSettings):
     def _chains_name_known_accounts(self) -> Settings:
         channels = {c.value for c in Channel} | set(PLATFORM_CHAINS)
         for channel, chain in self.providers.items():
+            if channel == Channel.INBOX.value:
+                raise ValueError(
+                    "providers.inbox: the inbox channel has no provider (its messages are "
+                    "stored for the user's feed, docs/inbox.md)"
+                )
             if channel not in channels:
                 raise ValueError(
                     f"providers: unknown channel {channel!r} (expected one of "
@@ -180,13 +189,17 @@ class Settings(BaseSettings):
 
     def chain(self, channel: str) -> list[str]:
         """The failover chain of ``channel`` (or of ``push_ios`` and the like, else that of
-        ``push``): account names, the first tried first."""
+        ``push``): account names, the first tried first. The inbox's is its built-in
+        account, ``inbox``."""
+        if channel == Channel.INBOX.value:
+            return ["inbox"]
         chain = self.providers.get(channel) or self.providers.get(channel.split("_")[0], "sink")
         return [chain] if isinstance(chain, str) else list(chain)
 
     def chains(self) -> dict[str, list[str]]:
         """The chain of every channel and of every platform's push."""
-        names = [channel.value for channel in Channel] + list(PLATFORM_CHAINS)
+        # The inbox has no provider chain: every dispatcher stores its messages itself.
+        names = [c.value for c in Channel if c is not Channel.INBOX] + list(PLATFORM_CHAINS)
         return {name: self.chain(name) for name in names}
 
     @classmethod

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from tidings.clock import utcnow
-from tidings.store import partition_days
+from tidings.store import inbox, partition_days
 from tidings.store.engine import Database
 from tidings.store.partitions import ensure_partitions, run_retention
 from tidings.waiting import sleep_unless
@@ -23,6 +24,7 @@ class RetentionPlan:
     retention_days: int
     idempotency_days: int
     partitions_ahead: int
+    inbox_days: int = 90
     interval: float = MAINTENANCE_INTERVAL
 
 
@@ -39,11 +41,14 @@ async def maintain_every(plan: RetentionPlan, db: Database, stop: asyncio.Event)
             now = utcnow()
             await ensure_partitions(db, now.date(), plan.partitions_ahead)
             done = await run_retention(db, now, plan.retention_days, plan.idempotency_days)
+            inbox_deleted = await inbox.prune(db, now.date() - timedelta(days=plan.inbox_days))
             # The days made and dropped: the claims read the days that are there now.
             await partition_days.refresh(db, now.date())
         except Exception as error:
             log.warning("partition and retention pass failed (%s); trying again", error)
             continue
+        if inbox_deleted:
+            log.info("retention: %d inbox messages deleted", inbox_deleted)
         if done.dropped_days or done.notifications_deleted or done.keys_deleted or done.log.any:
             log.info(
                 "retention: %d days dropped, %d notifications deleted, %d keys pruned, "

@@ -18,6 +18,7 @@ REQUIRED = {
     Channel.DISCORD: ("text",),
     Channel.TEAMS: ("text",),
     Channel.TELEGRAM: (),  # text or html (below)
+    Channel.INBOX: ("text",),
 }
 ALLOWED = {
     Channel.EMAIL: {"subject", "text", "html"},
@@ -32,6 +33,8 @@ ALLOWED = {
     Channel.DISCORD: {"subject", "text"},
     Channel.TEAMS: {"subject", "text"},
     Channel.TELEGRAM: {"subject", "text", "html"},
+    # The feed's item: subject is its title, text its body, data its keys (actionUrl...).
+    Channel.INBOX: {"subject", "text", "data"},
 }
 RESERVED_PUSH_KEYS = ("from", "message_type", "google", "gcm", "aps")
 
@@ -72,8 +75,8 @@ def check_template(kind: NotificationType, channel: Channel, parts: dict[str, An
 
 
 def _article(channel: str) -> str:
-    """``an email``, ``an sms`` (said "es-em-es"), ``a push``, ``a webhook``."""
-    return f"{'an' if channel in ('email', 'sms') else 'a'} {channel}"
+    """``an email``, ``an sms`` (said "es-em-es"), ``an inbox``, ``a push``, ``a webhook``."""
+    return f"{'an' if channel in ('email', 'sms', 'inbox') else 'a'} {channel}"
 
 
 def _check_push_keys(data: dict[str, Any]) -> None:

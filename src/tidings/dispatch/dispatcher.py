@@ -24,6 +24,7 @@ from tidings.dispatch.lanes.direct import DirectLane
 from tidings.dispatch.lanes.kafka import KafkaLane, WorkerPlan
 from tidings.dispatch.lanes.lane import Lane
 from tidings.dispatch.pipeline.attempt import Composer, Sender
+from tidings.dispatch.pipeline.inbox import InboxProvider, with_inbox
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.dispatch.pipeline.retry import RetryPolicy
 from tidings.dispatch.pipeline.send_checks import SendTimeChecks
@@ -70,6 +71,7 @@ class Dispatcher:
         self.worker = worker
         if not isinstance(providers, ProviderSet):
             providers = ProviderSet.per_channel(providers)
+        providers = with_inbox(providers, InboxProvider(service.db))
         self.coordination = Coordination.connect(
             settings.redis_url,
             providers,
@@ -91,7 +93,10 @@ class Dispatcher:
         self.guard_sync = GuardSync(service.db, self.protection.guard, self.id)
         self.breaker_share = BreakerShare(service.db, self.protection.breaker, self.id)
         self.retention = RetentionPlan(
-            settings.retention_days, settings.idempotency_days, settings.partitions_ahead
+            settings.retention_days,
+            settings.idempotency_days,
+            settings.partitions_ahead,
+            settings.inbox.retention_days,
         )
         self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
         retry = RetryPolicy(**settings.retry.model_dump())

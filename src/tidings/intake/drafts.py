@@ -213,6 +213,9 @@ def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -
         given: str | None = getattr(to, channel.value) if to else None
         address = given or (profile.address(channel.value) if profile else None)
         return [address] if address else []
+    if channel is Channel.INBOX:
+        # The feed is the user's: its address is the user id (docs/inbox.md).
+        return [item.user_id] if item.user_id else []
     if to and to.device_tokens:
         return list(dict.fromkeys(to.device_tokens))
     return context.device_tokens.get(item.user_id, []) if item.user_id else []
@@ -224,6 +227,7 @@ _ADDRESS_FIELD = {
     Channel.PUSH: "to.deviceTokens",
     Channel.WEBHOOK: "to.webhookUrl",
     **{channel: f"to.{channel.value}" for channel in CHAT_CHANNELS},
+    Channel.INBOX: "userId",
 }
 
 

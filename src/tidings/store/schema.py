@@ -565,3 +565,28 @@ early_status = sa.Table(
     # {"accounts": [...], "kind", "at", "detail", "suppress"}: see above.
     sa.Column("pending", JSONDoc, nullable=True),
 )
+
+inbox_message = sa.Table(
+    "inbox_message",
+    metadata,
+    # One message of a user's in-app feed (docs/inbox.md): what an ``inbox`` delivery stored,
+    # whole, since it outlives its delivery (``inbox.retention_days``, 90, against the
+    # notifications' 30). Its id is made when it is stored, so the feed's order (newest
+    # first, by id) is the order messages arrived in and a cursor never skips one.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    # Unique: a delivery sent again (a lost outcome) stores nothing twice.
+    sa.Column("delivery_id", sa.Uuid, nullable=False, unique=True),
+    sa.Column("notification_id", sa.Uuid, nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("category", sa.String(20), nullable=False),
+    sa.Column("subject", sa.Text, nullable=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", JSONDoc, nullable=False),
+    _ts("created_at", nullable=False),
+    _ts("seen_at"),
+    _ts("read_at"),
+    _ts("archived_at"),
+    # The feed: a user's messages, newest first.
+    sa.Index("ix_inbox_message_user_id_id", "user_id", "id"),
+)
