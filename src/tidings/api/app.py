@@ -37,6 +37,7 @@ from tidings.api.routes import (
     templates,
     topics,
     unsubscribe,
+    users,
     webhook_endpoints,
 )
 from tidings.api.text_guard import TextGuard
@@ -50,6 +51,7 @@ TOPIC_BODY_BYTES = 3 * 1024 * 1024
 ROUTERS = (
     notifications.router,
     registry.router,
+    users.router,
     preferences.router,
     suppressions.router,
     replies.router,
@@ -103,7 +105,10 @@ def create_app(service: Service) -> FastAPI:
     app.add_middleware(
         BodySizeLimit,
         limit=settings.max_body_bytes,
-        limits_by_path={"/v1/notifications/batch": settings.max_batch_body_bytes},
+        limits_by_path={
+            "/v1/notifications/batch": settings.max_batch_body_bytes,
+            "/v1/users/batch": settings.max_batch_body_bytes,
+        },
         # SendGrid posts events in batches of up to about 768 KB.
         limits_by_prefix={
             "/v1/webhooks/": WEBHOOK_BODY_BYTES,

@@ -261,6 +261,34 @@ class UserOut(UserIn):
     updated_at: datetime
 
 
+class UserBatchItem(UserIn):
+    id: UserIdIn
+
+
+class UserBatchIn(ApiModel):
+    users: list[UserBatchItem] = Field(min_length=1, max_length=1000)
+
+    @field_validator("users")
+    @classmethod
+    def _distinct(cls, users: list[UserBatchItem]) -> list[UserBatchItem]:
+        seen: set[str] = set()
+        for user in users:
+            if user.id in seen:
+                raise ValueError(f"user {user.id!r} is given twice")
+            seen.add(user.id)
+        return users
+
+
+class UserBatchOut(ApiModel):
+    created: int
+    replaced: int
+
+
+class UserPage(ApiModel):
+    users: list[UserOut] = Field(description="in id order")
+    next: str | None = Field(description="the cursor of the next page (after=); null: none")
+
+
 class DeviceIn(ApiModel):
     user_id: UserIdIn
     platform: Literal["ios", "android", "web"]

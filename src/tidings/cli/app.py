@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import sys
 
-from tidings.cli import calls, campaigns, database, dlq, keys, partitions, serve, templates
+from tidings.cli import (
+    calls,
+    campaigns,
+    database,
+    dlq,
+    keys,
+    partitions,
+    serve,
+    templates,
+    users,
+)
 from tidings.cli.common import Command, configure_logging, new_typer
 from tidings.cli.webhooks import webhook_secret
 from tidings.simulator.cli import simulate
@@ -39,6 +49,7 @@ app.add_typer(templates.templates, name="templates")
 app.add_typer(campaigns.campaign, name="campaign")
 app.add_typer(keys.keys, name="keys")
 app.add_typer(partitions.partitions, name="partitions")
+app.add_typer(users.users, name="users")
 
 
 def main() -> None:

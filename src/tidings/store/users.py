@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tidings.store import audiences
 from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import device, user_profile
@@ -224,3 +225,47 @@ async def _devices_sqlite(db: Database, user_ids: list[str]) -> Sequence[Mapping
 
 
 _devices = Variants(postgres=_devices_postgres, sqlite=_devices_sqlite)
+
+
+async def list_users(
+    db: Database,
+    *,
+    limit: int,
+    prefix: str | None = None,
+    attribute: tuple[str, str] | None = None,
+    after: str | None = None,
+) -> list[UserProfile]:
+    """Profiles in id order, after ``after``: those whose id starts with ``prefix`` and
+    whose ``attribute`` (a profile field or a key of the attributes, as a segment names it)
+    equals the value, compared as text."""
+    query = sa.select(user_profile).order_by(user_profile.c.id).limit(limit)
+    if prefix is not None:
+        query = query.where(user_profile.c.id.startswith(prefix, autoescape=True))
+    if attribute is not None:
+        name, value = attribute
+        query = query.where(audiences.condition({"field": name, "equals": value}))
+    if after is not None:
+        query = query.where(user_profile.c.id > after)
+    async with db.engine.connect() as conn:
+        return [UserProfile.from_row(row) for row in await conn.execute(query)]
+
+
+async def put_users(db: Database, rows: Sequence[Mapping[str, Any]], now: datetime) -> int:
+    """Create or replace many profiles in one transaction, as ``put_user`` does one (quiet
+    hours and ``created_at`` kept); how many existed before."""
+    ids = [row["id"] for row in rows]
+    values = [
+        {**{name: row.get(name) for name in _BATCH_FIELDS}, "created_at": now, "updated_at": now}
+        for row in rows
+    ]
+    statement = db.dialect.insert(user_profile).values(values)
+    updates = {name: statement.excluded[name] for name in (*_BATCH_FIELDS[1:], "updated_at")}
+    statement = statement.on_conflict_do_update(index_elements=["id"], set_=updates)
+    async with db.engine.begin() as conn:
+        existing = await conn.execute(sa.select(sa.func.count()).where(user_profile.c.id.in_(ids)))
+        replaced = int(existing.scalar_one())
+        await conn.execute(statement)
+    return replaced
+
+
+_BATCH_FIELDS = ("id", "email", "phone", "timezone", "locale", "attributes")

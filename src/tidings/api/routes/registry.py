@@ -93,7 +93,7 @@ def _type_out(kind: NotificationType) -> TypeOut:
     )
 
 
-def _user_out(profile: UserProfile) -> UserOut:
+def user_out(profile: UserProfile) -> UserOut:
     return UserOut(
         id=profile.id,
         email=profile.email,
@@ -120,7 +120,7 @@ async def put_user(
     stored, existed = await registry.put_user(service_of(request).db, user_id, fields)
     if existed:
         response.status_code = 200
-    return _user_out(stored)
+    return user_out(stored)
 
 
 @router.get("/users/{user_id}", response_model=UserOut, responses=_NOT_FOUND, dependencies=_USERS)
@@ -128,7 +128,7 @@ async def get_user(request: Request, user_id: str) -> Any:
     found = await registry.get_user(service_of(request).db, user_id)
     if found is None:
         return error_response(404, "not_found", f"no user {user_id!r}", "userId")
-    return _user_out(found)
+    return user_out(found)
 
 
 @router.post(
