@@ -13,7 +13,7 @@ import asyncpg
 
 from bench.api_server import _spawn, _stop, _tail
 from bench.memory import peak_rss_mb
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.priorities import Channel
 from tidings.providers.base import Provider
 from tidings.providers.chains import ProviderSet
@@ -47,7 +47,7 @@ async def run_dispatcher(
 ) -> float:
     """Seconds from starting a dispatcher until no delivery is PENDING or SENDING;
     ``providers``: the no-op provider on every channel unless given."""
-    dispatcher = Dispatcher(service, noop_providers() if providers is None else providers)
+    dispatcher = assemble_dispatcher(service, noop_providers() if providers is None else providers)
     stop = asyncio.Event()
     started = time.perf_counter()
     task = asyncio.create_task(dispatcher.run(stop))

@@ -34,8 +34,8 @@ from bench.accept import chunks
 from bench.config import BenchConfig
 from bench.kafka_procs import procs, start_broker
 from bench.workload import items
+from tidings.assembly import assemble_dispatcher
 from tidings.background.relay import Relay
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings
@@ -104,7 +104,7 @@ async def _drain(url: str, bootstrap: str, pool: asyncpg.Pool, figures: Figures)
     started = time.perf_counter()
     jobs = [
         asyncio.create_task(relay.run(stop)),
-        asyncio.create_task(Dispatcher(service, providers, worker=plan).run(stop)),
+        asyncio.create_task(assemble_dispatcher(service, providers, worker=plan).run(stop)),
     ]
     try:
         await _until_sent(pool, figures)

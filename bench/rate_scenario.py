@@ -19,7 +19,7 @@ import httpx
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.dispatch.protection.ratelimit import DEFAULT_SHARES
 from tidings.priorities import Priority
 from tidings.providers.sendgrid import SendGridAccount
@@ -204,7 +204,7 @@ async def run_rate(
 ) -> RateFigures:
     """Offer ``3 R``/s for ``run.seconds`` while a dispatcher sends; then measure."""
     await register_types(client)
-    dispatcher = Dispatcher(service, providers_from_settings(service.settings))
+    dispatcher = assemble_dispatcher(service, providers_from_settings(service.settings))
     stop = asyncio.Event()
     task = asyncio.create_task(dispatcher.run(stop))
     lags: list[float] = []

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from tidings.assembly import assemble_dispatcher
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.priorities import Channel
 from tidings.providers.base import Provider
@@ -66,7 +67,7 @@ def email_to(address: str = "ana@example.com", **extra: Any) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def running_dispatcher(service: Service, provider: Provider) -> AsyncIterator[Dispatcher]:
     """A dispatcher sending every channel through ``provider``, stopped on exit."""
-    dispatcher = Dispatcher(service, {channel: provider for channel in Channel})
+    dispatcher = assemble_dispatcher(service, {channel: provider for channel in Channel})
     stop = asyncio.Event()
     task = asyncio.create_task(dispatcher.run(stop))
     try:

@@ -24,11 +24,11 @@ import uvicorn
 
 from tidings import metrics
 from tidings.api.app import create_app
+from tidings.assembly import assemble_dispatcher
 from tidings.background.producer_webhooks import ProducerWebhooks
 from tidings.background.relay import Relay
 from tidings.background.report_folding import ReportFolder
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.providers.chains import ProviderSet
 from tidings.providers.smtp.adapter import bounce_accounts
@@ -98,11 +98,11 @@ async def run(
                 accounts = bounce_accounts(settings.accounts, domain)
                 jobs.append(BounceListener(settings.bounces, service.db, accounts).run(stop))
         if dispatch:
-            jobs.append(Dispatcher(service, providers).run(stop))
+            jobs.append(assemble_dispatcher(service, providers).run(stop))
         if relay:
             jobs.append(Relay(service).run(stop))
         if worker is not None:
-            jobs.append(Dispatcher(service, providers, worker=worker).run(stop))
+            jobs.append(assemble_dispatcher(service, providers, worker=worker).run(stop))
         if sends:  # events to producers' webhook endpoints go out where deliveries do
             jobs.append(ProducerWebhooks(service.db, settings.webhooks).run(stop))
             jobs.append(ReportFolder(service.db).run(stop))

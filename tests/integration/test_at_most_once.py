@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from tests.helpers import eventually, post, put_type
+from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.priorities import Priority
 from tidings.providers.accounts import AccountSettings
@@ -206,7 +206,7 @@ async def dispatching(service: Service, provider: Peeking) -> AsyncIterator[None
         },
     )
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         yield
     finally:

@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.helpers import post, put_type
+from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.pipeline.retry import RetrySettings
@@ -80,7 +81,7 @@ async def test_three_dispatchers_spend_one_threshold_on_a_dead_provider(
     fleet_settings_ = fleet_settings(settings, dead_sendgrid)
     services = [Service.from_settings(fleet_settings_) for _ in range(3)]
     providers = [providers_from_settings(fleet_settings_) for _ in services]
-    dispatchers = [Dispatcher(s, p) for s, p in zip(services, providers, strict=True)]
+    dispatchers = [assemble_dispatcher(s, p) for s, p in zip(services, providers, strict=True)]
     stop = asyncio.Event()
     runs = [asyncio.create_task(d.run(stop)) for d in dispatchers]
     sendgrid = dead_sendgrid.state("sendgrid")

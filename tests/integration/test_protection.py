@@ -32,8 +32,8 @@ from pydantic import SecretStr
 
 from tests.helpers import eventually, post, put_type
 from tidings.api.app import create_app
+from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.protection.protection import Protection
@@ -247,7 +247,7 @@ async def _outage(service: Service, client: httpx.AsyncClient, sim: Simulator) -
     await put_type(client, "order.confirmed", channels=("email",))
     await put_type(client, "newsletter", category="marketing", priority="low", channels=("email",))
     sendgrid, smtp = sim.state("sendgrid"), sim.state("smtp")
-    dispatcher = Dispatcher(service, providers_from_settings(service.settings))
+    dispatcher = assemble_dispatcher(service, providers_from_settings(service.settings))
     stop = asyncio.Event()
     task = asyncio.create_task(dispatcher.run(stop))
     try:

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from pydantic import SecretStr
 
 from tests.helpers import eventually, post, put_type
+from tidings.assembly import assemble_dispatcher
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.apns import ApnsAccount
@@ -54,7 +55,7 @@ async def dispatching(
     settings = service.settings.model_copy(update={"accounts": accounts, "providers": chains})
     service.settings = settings  # the API and the dispatcher share one configuration
     providers = providers_from_settings(settings)
-    dispatcher = Dispatcher(service, providers)
+    dispatcher = assemble_dispatcher(service, providers)
     stop = asyncio.Event()
     task = asyncio.create_task(dispatcher.run(stop))
     try:

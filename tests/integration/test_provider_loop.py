@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from tests.helpers import eventually, put_type
 from tests.processes import free_port
 from tidings.api.app import create_app
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.providers.sendgrid import SendGridAccount
 from tidings.providers.twilio import TwilioAccount
 from tidings.service import Service, providers_from_settings
@@ -94,7 +94,7 @@ async def serving(service: Service, sim: Simulator, **twilio: Any) -> AsyncItera
     api = asyncio.create_task(server.serve())
     providers = providers_from_settings(service.settings)
     stop = asyncio.Event()
-    dispatching = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    dispatching = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         await eventually(lambda: server.started)
         yield

@@ -25,7 +25,7 @@ from tests.helpers import eventually, post, put_type
 from tests.messages import message
 from tests.processes import free_port
 from tidings.api.app import create_app
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.priorities import Channel, Priority
 from tidings.providers.base import Content, Message, PermanentError, PoisonError, TransientError
 from tidings.providers.vonage import VonageAccount, VonageProvider
@@ -187,7 +187,7 @@ async def dispatching(service: Service, accounts: dict[str, Any]) -> AsyncIterat
     service.settings = service.settings.model_copy(update=update)
     providers = providers_from_settings(service.settings)
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         yield
     finally:

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 import tidings.simulator
 from tests.helpers import eventually, post, put_type
 from tests.messages import push
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.priorities import Priority
 from tidings.providers.base import PermanentError, PoisonError, TransientError
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
@@ -254,7 +254,7 @@ async def dispatching(service: Service, account: WebPushAccount) -> AsyncIterato
     service.settings = service.settings.model_copy(update=update)
     providers = providers_from_settings(service.settings)
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         yield
     finally:

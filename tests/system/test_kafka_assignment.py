@@ -27,8 +27,8 @@ from tests.helpers import eventually
 from tests.kafka_broker import Broker
 from tests.system.test_kafka_transport import until_all
 from tests.system.test_lane_stall import COUNT, accept_low, kafka_settings
+from tidings.assembly import assemble_dispatcher
 from tidings.background.relay import Relay
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import ScriptedProvider
@@ -121,7 +121,7 @@ async def test_a_lane_sends_while_its_group_holds_no_partition_for_anyone(
             plan = WorkerPlan(
                 broker.bootstrap, service.settings.kafka, [Priority.LOW], [Channel.EMAIL]
             )
-            worker = Dispatcher(service, {c: provider for c in Channel}, worker=plan)
+            worker = assemble_dispatcher(service, {c: provider for c in Channel}, worker=plan)
             stop = asyncio.Event()
             jobs = [asyncio.create_task(j.run(stop)) for j in (Relay(service), worker)]
             try:
@@ -144,7 +144,9 @@ async def test_two_workers_share_a_lane_and_one_takes_over_when_the_other_stops(
     try:
         plan = WorkerPlan(broker.bootstrap, service.settings.kafka, [Priority.LOW], [Channel.EMAIL])
         provider = ScriptedProvider()
-        workers = [Dispatcher(service, {c: provider for c in Channel}, worker=plan) for _ in "ab"]
+        workers = [
+            assemble_dispatcher(service, {c: provider for c in Channel}, worker=plan) for _ in "ab"
+        ]
         lanes = [worker.lanes[0] for worker in workers]
         stops = [asyncio.Event(), asyncio.Event()]
         jobs = [asyncio.create_task(w.run(s)) for w, s in zip(workers, stops, strict=True)]

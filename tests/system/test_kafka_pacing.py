@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from tests.helpers import put_type
 from tests.kafka_broker import Broker
 from tests.system.test_kafka_transport import until_all
+from tidings.assembly import assemble_dispatcher
 from tidings.background.relay import Relay
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import ProviderSet
@@ -97,7 +97,7 @@ async def test_a_low_backlog_longer_than_the_lease_drains_without_expiring(
     stop = asyncio.Event()
     jobs = [
         asyncio.create_task(relay.run(stop)),
-        asyncio.create_task(Dispatcher(service, providers, worker=plan).run(stop)),
+        asyncio.create_task(assemble_dispatcher(service, providers, worker=plan).run(stop)),
     ]
     try:
         await until_all(service, Status.SENT, BACKLOG, within=600)

@@ -19,9 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.helpers import eventually, put_type
 from tests.kafka_broker import Broker
+from tidings.assembly import assemble_dispatcher
 from tidings.background.relay import Relay
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.kafka import WorkerPlan
 from tidings.priorities import Channel, Priority
 from tidings.providers.testing import Script, ScriptedProvider
@@ -66,7 +66,7 @@ async def running(
     jobs = [relay.run(stop) for relay in started]
     for _ in range(workers):
         providers = {channel: provider for channel in Channel}
-        jobs.append(Dispatcher(service, providers, worker=plan).run(stop))
+        jobs.append(assemble_dispatcher(service, providers, worker=plan).run(stop))
     tasks = [asyncio.create_task(job) for job in jobs]
     try:
         yield started

@@ -22,6 +22,7 @@ import pytest
 from tests.helpers import eventually, put_type
 from tests.kafka_broker import Broker
 from tests.system.test_kafka_transport import until_all
+from tidings.assembly import assemble_dispatcher
 from tidings.background.relay import Relay
 from tidings.dispatch.dispatcher import Dispatcher
 from tidings.dispatch.lanes.direct import DirectLane
@@ -134,7 +135,7 @@ async def test_a_stalled_kafka_lane_is_seen_and_rejoins_its_group(
         await accept_low(client)
         provider = ScriptedProvider()
         plan = WorkerPlan(broker.bootstrap, service.settings.kafka, priorities=[Priority.LOW])
-        worker = Dispatcher(service, {c: provider for c in Channel}, worker=plan)
+        worker = assemble_dispatcher(service, {c: provider for c in Channel}, worker=plan)
         stop = asyncio.Event()
         relay = asyncio.create_task(Relay(service).run(stop))
         try:
@@ -150,7 +151,7 @@ async def test_a_stalled_direct_lane_is_seen_and_restarts(
     client: httpx.AsyncClient, service: Service
 ) -> None:
     await accept_low(client)
-    dispatcher = Dispatcher(service, {c: ScriptedProvider() for c in Channel})
+    dispatcher = assemble_dispatcher(service, {c: ScriptedProvider() for c in Channel})
     await stall_is_reported_then_cleared(client, service, dispatcher)
 
 
@@ -162,7 +163,7 @@ async def test_a_worker_stops_when_told_even_while_a_step_hangs(
     service = Service.from_settings(kafka_settings(settings, broker))
     try:
         plan = WorkerPlan(broker.bootstrap, service.settings.kafka, priorities=[Priority.LOW])
-        worker = Dispatcher(service, {c: ScriptedProvider() for c in Channel}, worker=plan)
+        worker = assemble_dispatcher(service, {c: ScriptedProvider() for c in Channel}, worker=plan)
         wedged = wedge(worker.lanes[0])  # never released
         stop = asyncio.Event()
         running = asyncio.create_task(worker.run(stop))

@@ -28,8 +28,8 @@ from tests.processes import free_port, tidings_env, tidings_processes, wait_read
 from tests.system.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import Scope
+from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.priorities import Channel
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.chains import ProviderSet
@@ -208,7 +208,7 @@ async def test_rate_limit_waits_are_timed_per_account(
 async def dispatching(service: Service, providers: ProviderSet) -> AsyncIterator[None]:
     """``running_dispatcher`` with accounts of its own (their rates)."""
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         yield
     finally:

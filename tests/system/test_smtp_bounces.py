@@ -25,7 +25,7 @@ from tests.email_providers import delivery, kinds, send_emails, status_is, suppr
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
 from tests.messages import message
 from tests.processes import free_port, tidings_env, tidings_processes
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.priorities import Channel
 from tidings.providers.base import Content
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
@@ -793,7 +793,7 @@ async def test_bounces_mailed_back_by_the_simulator_end_as_it_decided(
         )
         providers = providers_from_settings(service.settings)
         stop = asyncio.Event()
-        dispatching = asyncio.create_task(Dispatcher(service, providers).run(stop))
+        dispatching = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
         try:
             answer = await client.post("/v1/notifications/batch", json={"notifications": items})
             assert answer.status_code == 200, answer.text

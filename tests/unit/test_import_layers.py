@@ -57,6 +57,9 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer("simulator", ("tidings.simulator",)),
     Layer("api", ("tidings.api",)),
+    # The composition of a dispatcher from the Service (tidings/assembly.py), above the
+    # dispatcher it builds, so that nothing in dispatch/ needs the Service.
+    Layer("assembly", ("tidings.assembly",)),
     # services/: what the API's routes call (the application layer), a root like the flows.
     Layer(
         "flow roots",
@@ -353,17 +356,24 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def api_imports_of_the_store(modules: Sequence[Module]) -> list[str]:
-    """Every import of ``store`` by a module of ``api/``, at any depth."""
+def imports_between(
+    modules: Sequence[Module], importer: str, imported: str, rule: str
+) -> list[str]:
+    """Every import of ``imported`` by a module of ``importer``, at any depth."""
     known = {module.name for module in modules}
     return [
-        f"{module.name}:{line} imports {name}: the API calls services/, never the store "
-        "(docs/architecture.md, Application layer)"
+        f"{module.name}:{line} imports {name}: {rule}"
         for module in modules
-        if _within(module.name, API)
+        if _within(module.name, importer)
         for name, line in imported_names(module, known)
-        if _within(name, STORE)
+        if _within(name, imported)
     ]
+
+
+def api_imports_of_the_store(modules: Sequence[Module]) -> list[str]:
+    """Every import of ``store`` by a module of ``api/``, at any depth."""
+    rule = "the API calls services/, never the store (docs/architecture.md, Application layer)"
+    return imports_between(modules, API, STORE, rule)
 
 
 def test_no_module_of_the_api_imports_the_store() -> None:
@@ -384,4 +394,37 @@ def test_the_checker_refuses_the_api_importing_the_store_and_allows_services() -
         "never the store (docs/architecture.md, Application layer)",
         "tidings.api.auth:1 imports tidings.store.engine: the API calls services/, never the "
         "store (docs/architecture.md, Application layer)",
+    ]
+
+
+# dispatch/ takes its parts, never the whole Service: tidings/assembly.py builds a dispatcher
+# (docs/architecture.md, Import layers). The dispatcher is a flow root, above service.py, so
+# the layers alone would allow it; this rule does not.
+DISPATCH = "tidings.dispatch"
+SERVICE = "tidings.service"
+
+
+def dispatch_imports_of_the_service(modules: Sequence[Module]) -> list[str]:
+    rule = (
+        "dispatch/ takes its parts, never the Service; tidings/assembly.py builds the "
+        "dispatcher (docs/architecture.md, Import layers)"
+    )
+    return imports_between(modules, DISPATCH, SERVICE, rule)
+
+
+def test_nothing_in_dispatch_imports_the_service() -> None:
+    problems = dispatch_imports_of_the_service(project_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_refuses_dispatch_importing_the_service_and_allows_the_assembly() -> None:
+    modules = [
+        Module("tidings.dispatch.dispatcher", "from tidings.service import Service\n"),
+        Module("tidings.dispatch.lanes.kafka", "def f():\n    import tidings.service\n"),
+        Module("tidings.assembly", "from tidings.service import Service\n"),
+        Module("tidings.service", ""),
+    ]
+    assert [problem.split(":")[:2] for problem in dispatch_imports_of_the_service(modules)] == [
+        ["tidings.dispatch.dispatcher", "1 imports tidings.service"],
+        ["tidings.dispatch.lanes.kafka", "2 imports tidings.service"],
     ]

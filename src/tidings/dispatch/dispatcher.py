@@ -1,48 +1,35 @@
-"""The dispatcher: one lane per priority, the outcome writer and the reaper.
+"""The dispatcher: one lane per priority, the outcome writer and the helpers beside them
+(reaper, provider reports, fleet shares, breaker and guard sharing, cancelled campaigns,
+retention, the campaign expander).
 
 In direct mode (``tidings dispatch``) its lanes claim due rows from the database and it
 expands campaigns too; as a Kafka worker (``tidings worker``, a ``WorkerPlan``) its lanes
 consume the relays' topics (dispatch/lanes/kafka.py) and the relays expand campaigns. Both
-send through the same pipeline (dispatch/pipeline/sending.py)."""
+send through the same pipeline (dispatch/pipeline/sending.py). Its parts are built and
+wired by ``tidings/assembly.assemble_dispatcher``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import os
-import random
-import socket
-from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 
 from tidings.background.reaping import reap_every
 from tidings.background.retention import RetentionPlan, maintain_every
 from tidings.campaigns.expander import Expander
 from tidings.clock import utcnow
-from tidings.dispatch.lanes.direct import DirectLane
-from tidings.dispatch.lanes.kafka import KafkaLane, WorkerPlan
 from tidings.dispatch.lanes.lane import Lane
-from tidings.dispatch.pipeline.attempt import Composer, Sender
-from tidings.dispatch.pipeline.inbox import InboxProvider, with_inbox
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
-from tidings.dispatch.pipeline.retry import RetryPolicy
-from tidings.dispatch.pipeline.send_checks import SendTimeChecks
-from tidings.dispatch.pipeline.send_starts import SendStarts
-from tidings.dispatch.pipeline.sending import LaneContext
-from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.dispatch.protection.breaker_share import BreakerShare
 from tidings.dispatch.protection.coordination import Coordination
 from tidings.dispatch.protection.guard_sync import GuardSync
 from tidings.dispatch.protection.protection import Protection
-from tidings.ids import new_id
-from tidings.priorities import Channel, Priority
-from tidings.providers.base import Provider
-from tidings.providers.chains import ProviderSet
-from tidings.service import Service
 from tidings.store import provider_state
 from tidings.store.campaigns import CancelledCampaigns
-from tidings.store.wakeup import listen_postgres
+from tidings.store.engine import Database
+from tidings.store.wakeup import Wakeup, listen_postgres
 from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
@@ -59,92 +46,26 @@ LIVE_AFTER_SECONDS = 3 * PROVIDER_REPORT_INTERVAL
 FLEET_REFRESH_SECONDS = 0.5
 
 
+@dataclass(eq=False)
 class Dispatcher:
-    def __init__(
-        self,
-        service: Service,
-        providers: ProviderSet | Mapping[Channel, Provider],
-        rng: random.Random | None = None,
-        worker: WorkerPlan | None = None,
-    ) -> None:
-        settings = service.settings
-        self.worker = worker
-        if not isinstance(providers, ProviderSet):
-            providers = ProviderSet.per_channel(providers)
-        providers = with_inbox(providers, InboxProvider(service.db))
-        self.coordination = Coordination.connect(
-            settings.redis_url,
-            providers,
-            settings.rate_limits,
-            settings.lease_seconds,
-            settings.provider_timeout,
-        )
-        self.protection = Protection.from_settings(
-            providers,
-            settings.breaker,
-            settings.rate_limits,
-            self.coordination.limiter,
-            settings.deactivation_guard,
-        )
-        self.protection.slots = self.coordination.slots
-        self.coordination.follow(self.protection.breaker)
-        self.service = service
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
-        self.guard_sync = GuardSync(service.db, self.protection.guard, self.id)
-        self.breaker_share = BreakerShare(service.db, self.protection.breaker, self.id)
-        self.retention = RetentionPlan(
-            settings.retention_days,
-            settings.idempotency_days,
-            settings.partitions_ahead,
-            settings.inbox.retention_days,
-        )
-        self.writer = OutcomeWriter(service.db, settings.outcome_flush_interval)
-        retry = RetryPolicy(**settings.retry.model_dump())
-        rng = rng or random.Random()
-        types = TypeRulebook(service.types, retry)
-        self.cancelled = CancelledCampaigns(service.db)
-        self.expander = Expander(
-            service.db, service.types, service.wakeup, settings.campaigns, self.id, rng
-        )
-        context = LaneContext(
-            db=service.db,
-            providers=providers,
-            writer=self.writer,
-            types=types,
-            wakeup=service.wakeup,
-            lease_seconds=settings.lease_seconds,
-            rng=rng,
-            protection=self.protection,
-            sender=Sender(
-                Composer(
-                    service.templates,
-                    service.unsubscriber,
-                    settings.sms_max_segments,
-                    service.engagement,
-                ),
-                settings.provider_timeout,
-                rng,
-            ),
-            checks=SendTimeChecks(
-                service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps
-            ),
-            cancelled=self.cancelled,
-            dedup=self.coordination.dedup,
-            starts=SendStarts(service.db),
-        )
-        self.lanes: list[Lane]
-        if worker is None:
-            self.lanes = [DirectLane(p, settings.lanes.for_priority(p), context) for p in Priority]
-        else:
-            grace = settings.shutdown_grace
-            self.lanes = [
-                KafkaLane(p, settings.lanes.for_priority(p), context, worker, grace, self.id)
-                for p in worker.priorities
-            ]
+    id: str  # this process among the fleet's reports: host:pid:random
+    db: Database
+    wakeup: Wakeup
+    lanes: list[Lane]
+    writer: OutcomeWriter
+    protection: Protection
+    coordination: Coordination
+    guard_sync: GuardSync
+    breaker_share: BreakerShare
+    cancelled: CancelledCampaigns
+    retention: RetentionPlan
+    expander: Expander | None  # None for a Kafka worker: the relays expand campaigns
+    listens: bool  # woken by PostgreSQL's notifies (direct lanes only)
+    reaper_interval: float
+    shutdown_grace: float
 
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until ``stop`` is set; then finish or release what is in flight."""
-        settings = self.service.settings
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.writer.run(writer_stop))
         with contextlib.suppress(Exception):
@@ -156,15 +77,12 @@ class Dispatcher:
             asyncio.create_task(self._report_providers(stop)),
             asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
-            asyncio.create_task(maintain_every(self.retention, self.service.db, stop)),
+            asyncio.create_task(maintain_every(self.retention, self.db, stop)),
         ]
-        if self.worker is None:
-            # A worker is woken by its topics; the relays expand campaigns.
+        if self.expander is not None:
             helpers.append(asyncio.create_task(self.expander.run(stop)))
-        if self.service.db.dialect.notifies and self.worker is None:
-            helpers.append(
-                asyncio.create_task(listen_postgres(self.service.db, self.service.wakeup, stop))
-            )
+        if self.listens:
+            helpers.append(asyncio.create_task(listen_postgres(self.db, self.wakeup, stop)))
         if self.protection.guard.enabled:
             helpers.append(asyncio.create_task(self.guard_sync.run(stop)))
         accounts = list(self.protection.providers.providers)
@@ -175,7 +93,7 @@ class Dispatcher:
         try:
             await asyncio.gather(*(lane.run(stop) for lane in self.lanes))
         finally:
-            await asyncio.gather(*(lane.drain(settings.shutdown_grace) for lane in self.lanes))
+            await asyncio.gather(*(lane.drain(self.shutdown_grace) for lane in self.lanes))
             writer_stop.set()
             await writer
             # Each helper ends by itself once ``stop`` is set. Cancelling one in the middle
@@ -186,7 +104,7 @@ class Dispatcher:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             with contextlib.suppress(Exception):
-                await provider_state.forget(self.service.db, self.id)
+                await provider_state.forget(self.db, self.id)
             await self.coordination.close()
 
     async def _report_providers(self, stop: asyncio.Event) -> None:
@@ -211,7 +129,7 @@ class Dispatcher:
             state["coordination"] = shared
             state["lanes"] = lanes  # each lane's progress (dispatch/lanes/progress.py)
             state["deactivationGuard"] = guards[account]
-        await provider_state.report(self.service.db, self.id, states, utcnow())
+        await provider_state.report(self.db, self.id, states, utcnow())
 
     async def _join_fleet(self) -> None:
         """Report, count the fleet, take this process's share; when others are sending
@@ -233,7 +151,7 @@ class Dispatcher:
         """This process's share of each rate while limits are not shared: 1 / the live
         dispatchers (those that reported within ``LIVE_AFTER_SECONDS``)."""
         since = utcnow() - timedelta(seconds=LIVE_AFTER_SECONDS)
-        live = max(1, await provider_state.live_dispatchers(self.service.db, since))
+        live = max(1, await provider_state.live_dispatchers(self.db, since))
         share = 1 / live
         if share != self.coordination.share:
             log.info(
@@ -256,5 +174,4 @@ class Dispatcher:
             await sleep_unless(stop, self.cancelled.interval)
 
     async def _reap_every(self, stop: asyncio.Event) -> None:
-        service = self.service
-        await reap_every(service.settings.reaper_interval, service.db, service.wakeup, stop)
+        await reap_every(self.reaper_interval, self.db, self.wakeup, stop)
