@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from tests.helpers import eventually, post
+from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
-from tidings.dispatch.dispatcher import Dispatcher
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.slack import SlackAccount
 from tidings.service import Service, providers_from_settings
@@ -46,7 +46,7 @@ async def dispatching(
     )
     providers = providers_from_settings(service.settings)
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         yield
     finally:
