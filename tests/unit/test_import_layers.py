@@ -37,6 +37,7 @@ PROVIDER_PACKAGES = tuple(
         "ses",
         "slack",
         "smtp",
+        "sparkpost",
         "twilio",
         "vonage",
         "webhook",

@@ -23,6 +23,7 @@ from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.sink import NoopProvider, SinkProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
+from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.vonage import VonageAccount, VonageProvider
@@ -59,6 +60,7 @@ Account = Annotated[
     | MailgunAccount
     | PostmarkAccount
     | ResendAccount
+    | SparkPostAccount
     | SesAccount
     | TwilioAccount
     | FcmAccount
@@ -95,6 +97,8 @@ def build_provider(
             provider = PostmarkProvider(name, account)
         case ResendAccount():
             provider = ResendProvider(name, account)
+        case SparkPostAccount():
+            provider = SparkPostProvider(name, account)
         case SesAccount():
             provider = SesProvider(name, account)
         case TwilioAccount():

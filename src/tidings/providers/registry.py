@@ -12,6 +12,7 @@ from tidings.providers.receivers import WebhookReceiver
 from tidings.providers.resend import ResendReceiver
 from tidings.providers.sendgrid import SendGridReceiver
 from tidings.providers.ses import SesReceiver
+from tidings.providers.sparkpost import SparkPostReceiver
 from tidings.providers.twilio import TwilioReceiver
 from tidings.providers.vonage import VonageReceiver
 
@@ -20,6 +21,7 @@ _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     MailgunReceiver(),
     PostmarkReceiver(),
     ResendReceiver(),
+    SparkPostReceiver(),
     SesReceiver(),
     TwilioReceiver(),
     VonageReceiver(),

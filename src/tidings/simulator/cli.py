@@ -159,6 +159,7 @@ def describe(sim: Simulator, written: Path | None) -> None:
     table.add_row("mailgun", f"POST {url}/v3/{{domain}}/messages", "mailgun-sim")
     table.add_row("postmark", f"POST {url}/email", "postmark-sim")
     table.add_row("resend", f"POST {url}/emails (Idempotency-Key)", "resend-sim")
+    table.add_row("sparkpost", f"POST {url}/api/v1/transmissions", "sparkpost-sim")
     table.add_row("ses", f"POST {url}/v2/email/outbound-emails (SigV4)", "ses-sim")
     table.add_row("twilio", f"POST {url}/2010-04-01/Accounts/{{sid}}/Messages.json", "twilio-sim")
     table.add_row("vonage", f"POST {url}/v1/messages", "vonage-sim")

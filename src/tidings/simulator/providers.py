@@ -12,6 +12,7 @@ from tidings.simulator import (  # noqa: F401
     sendgrid,
     slack,
     smtp,
+    sparkpost,
     twilio,
     vonage,
     webhook,

@@ -85,6 +85,14 @@ class SimulatorConfig(BaseModel):
     resend_domains: list[str] = Field(default_factory=lambda: ["example.com"])
     resend_webhook_secret: str = "whsec_c2ltdWxhdG9yLXJlc2VuZC13ZWJob29rLXNlY3JldA=="
     resend_webhook_url: str | None = None
+    # SparkPost: the API key, its sending domains, and its webhooks' credentials (Basic, or
+    # the auth_token header when sparkpost_webhook_token is set) and URL.
+    sparkpost_api_key: str = "simulator-sparkpost-api-key"
+    sparkpost_domains: list[str] = Field(default_factory=lambda: ["example.com"])
+    sparkpost_webhook_username: str = "sparkpost"
+    sparkpost_webhook_password: str = "simulator-sparkpost-webhook-password"
+    sparkpost_webhook_token: str | None = None
+    sparkpost_webhook_url: str | None = None
 
     @model_validator(mode="after")
     def _known_behaviours(self) -> SimulatorConfig:
@@ -106,6 +114,9 @@ class SimulatorConfig(BaseModel):
 
     def resend_events_url(self) -> str | None:
         return self.resend_webhook_url or self._tidings("/v1/webhooks/resend/resend-sim")
+
+    def sparkpost_events_url(self) -> str | None:
+        return self.sparkpost_webhook_url or self._tidings("/v1/webhooks/sparkpost/sparkpost-sim")
 
     def postmark_events_url(self) -> str | None:
         return self.postmark_webhook_url or self._tidings("/v1/webhooks/postmark/postmark-sim")

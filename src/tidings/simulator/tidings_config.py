@@ -81,6 +81,14 @@ def accounts(sim: Simulator) -> dict[str, dict[str, Any]]:
             "from_email": FROM_EMAIL,
             "webhook_secret": config.resend_webhook_secret,
         },
+        "sparkpost-sim": {
+            "kind": "sparkpost",
+            "api_key": config.sparkpost_api_key,
+            "base_url": url,
+            "from_email": FROM_EMAIL,
+            "webhook_username": config.sparkpost_webhook_username,
+            "webhook_password": config.sparkpost_webhook_password,
+        },
         "ses-sim": _ses(sim),
         "twilio-sim": {
             "kind": "twilio",

@@ -61,6 +61,7 @@ from tidings.providers.sendgrid.signature import EventWebhookSigner
 from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
+from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount, VonageProvider
@@ -542,6 +543,104 @@ class Resend(Contract):
             "ana@example.com",
             replay="deduplicated",
             unconfigured={"webhook_secret": None},
+        ),
+    )
+
+
+class SparkPost(Contract):
+    name, state = "sparkpost", "sparkpost"
+    key = "sparkpost-key-of-the-test"
+
+    def config(self, tmp_path: Path) -> SimulatorConfig:
+        return SimulatorConfig(
+            credentials_dir=tmp_path / "credentials",
+            sparkpost_api_key=self.key,
+            sparkpost_domains=["tidings.example.com"],
+        )
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "api_key": SecretStr(self.key),
+            "base_url": sim.url,
+            "from_email": "noreply@tidings.example.com",
+            "from_name": "Tidings",
+            "timeout": 5,
+        }
+        return SparkPostAccount(**(fields | changes))
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, SparkPostAccount)
+        return SparkPostProvider("sparkpost-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return _email()
+
+    tokens: ClassVar = {"sparkpost-main": "token-of-the-test", OTHER: "token-of-another"}
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, webhook_token=SecretStr(self.tokens[name]))
+
+    def delivered(self, sent: Sent) -> Any:
+        event = {
+            "type": "delivery",
+            "event_id": str(uuid.uuid4().int)[:18],
+            "timestamp": str(int(time.time())),
+            "transmission_id": sent.provider_msg_id,
+            "rcpt_to": sent.address,
+            "rcpt_meta": sent.payload["recipients"][0]["metadata"],
+        }
+        return [{"msys": {"message_event": event}}]
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        token = "forged-token" if forged else self.tokens[account]
+        headers = {"Content-Type": "application/json", "X-MessageSystems-Webhook-Token": token}
+        return Callback(f"/v1/webhooks/sparkpost/{account}", json.dumps(event).encode(), headers)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            Answer("1100", Raised(T, "permission_denied", 300.0)),
+            Answer("1200", Raised(P, "invalid_params", None)),
+            Answer("1300", Raised(P, "invalid_data", None)),
+            Answer("1400", Raised(P, "required_field_missing", None)),
+            Answer("1502", Raised(T, "resources_unavailable", None)),
+            Answer("1900", Raised(T, "generation_unavailable", None)),
+            Answer("1901", Raised(P, "generation_failed", None)),
+            Answer("1902", Raised(P, "suppressed_recipient", None, SUPPRESS)),
+            Answer("1910", Raised(T, "generation_not_configured", 300.0)),
+            Answer("2101", Raised(T, "hourly_limit", 300.0)),
+            Answer("2102", Raised(T, "daily_limit", 3600.0)),
+            Answer("2105", Raised(T, "monthly_limit", 300.0)),
+            Answer("7000", Raised(T, "sending_domain_blocked", 300.0)),
+            Answer("7001", Raised(T, "invalid_sending_domain", 300.0)),
+            Answer("http_401", Raised(T, "credentials", 300.0)),
+            Answer("http_413", Raised(X, "payload_too_large", None)),
+            Answer("http_500", Raised(T, "http_500", None)),
+        ),
+        rate_limited=Raised(T, "rate_limited"),
+        outage=Raised(T, "http_503"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-key",
+                {"api_key": SecretStr("wrong")},
+                Raised(T, "credentials", 300.0, says="Unauthorized"),
+            ),
+            Misconfigured(
+                "unconfigured-domain",
+                {"from_email": "a@elsewhere.example"},
+                Raised(T, "invalid_sending_domain", 300.0, says="Unconfigured Sending Domain"),
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="retry"),
+        refused=Raised(T, UNCHECKED),
+        inbound=Inbound(
+            "sparkpost",
+            "email",
+            "ana@example.com",
+            replay="deduplicated",
+            unconfigured={"webhook_token": None},
         ),
     )
 
@@ -1272,6 +1371,7 @@ PROVIDERS: dict[str, Contract] = {
         Mailgun(),
         Postmark(),
         Resend(),
+        SparkPost(),
         Ses(),
         Smtp(),
         Twilio(),
