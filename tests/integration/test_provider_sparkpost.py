@@ -1,7 +1,7 @@
 """SparkPost: no idempotency key (an answer lost and retried is a second email; an
 at-most-once account fails it instead), its suppression list, and the webhook batches
 posted by the simulator end to end, with Basic credentials or a token. The adapter's error
-table: tests/contract."""
+table: tests/integration/contract."""
 
 from __future__ import annotations
 
