@@ -18,7 +18,7 @@ from tests.email_providers import api_on, delivery, kinds, send_one_by_one, stat
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
 from tests.messages import message
 from tests.processes import free_port
-from tidings.dispatch.dispatcher import Dispatcher
+from tidings.assembly import assemble_dispatcher
 from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.priorities import Channel
 from tidings.providers.base import Content, PermanentError
@@ -83,7 +83,7 @@ async def lose_the_first_answer(
         return found["status"] in ("SENT", "FAILED")
 
     stop = asyncio.Event()
-    task = asyncio.create_task(Dispatcher(service, providers).run(stop))
+    task = asyncio.create_task(assemble_dispatcher(service, providers).run(stop))
     try:
         await eventually(ended)
     finally:
