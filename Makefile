@@ -1,4 +1,4 @@
-.PHONY: install serve test lint bench bench-rate bench-campaign bench-kafka bench-kafka-backlog bench-crash bench-engagement format faults
+.PHONY: install serve test test-fast lint bench bench-rate bench-campaign bench-kafka bench-kafka-backlog bench-crash bench-engagement format faults
 
 install:  ## create .venv with tidings (and its development tools) installed in it
 	scripts/venv.sh
@@ -9,6 +9,11 @@ serve:  ## run tidings on the embedded default (SQLite, API + dispatcher in one 
 
 test:  ## the whole test suite (installs, starts PostgreSQL/Redis when needed)
 	scripts/test.sh
+
+test-fast:  ## tests/unit and tests/integration on SQLite only (no lint, no PostgreSQL, no processes); a few minutes
+	scripts/venv.sh
+	scripts/services.sh
+	.venv/bin/pytest -n "$${TIDINGS_TEST_WORKERS:-2}" --dist worksteal --sqlite-only tests/unit tests/integration
 
 lint:
 	scripts/venv.sh

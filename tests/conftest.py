@@ -29,7 +29,34 @@ from tidings.settings import Settings
 from tidings.store.engine import Database, connect
 from tidings.store.migrate import upgrade
 
+POSTGRES_FIXTURES = {"pg_database_url", "pg_plain_database_url", "pg_template", "pg_plain_template"}
+
 PG_ADMIN_URL = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sqlite-only",
+        action="store_true",
+        help="deselect every test on PostgreSQL (make test-fast)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --sqlite-only, the tests that would run on PostgreSQL are deselected, not skipped:
+    those parametrized onto it and those that take a PostgreSQL database themselves."""
+    if not config.getoption("--sqlite-only"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        on_postgres = POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "postgresql":
+            on_postgres = {"backend"}
+        (dropped if on_postgres else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pg_url(database: str) -> str:
