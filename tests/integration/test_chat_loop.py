@@ -21,6 +21,7 @@ from tests.helpers import eventually, post
 from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
 from tidings.providers.accounts import AccountSettings
+from tidings.providers.discord import DiscordAccount
 from tidings.providers.slack import SlackAccount
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -173,3 +174,45 @@ async def test_slack_sends_and_classifies_each_answer_of_the_web_api_and_webhook
     assert by_address[SLACK["fay"]]["blocks"] == sent["blocks"]
     assert "metadata" not in by_address[SLACK["fay"]]
     assert slack.summary()["duplicates"] == 0
+
+
+# --- Discord --------------------------------------------------------------------------------
+
+HOOK = "https://discord.com/api/webhooks/{}/" + "tok3n_Of-a-Discord-webhook" * 3
+DISCORD = {
+    "ana": HOOK.format(100000000000000001),  # sent
+    "ben": HOOK.format(100000000000000002),  # its webhook's limit once, then sent
+    "cid": HOOK.format(100000000000000003),  # Unknown Webhook: failed, its URL suppressed
+    "dan": HOOK.format(100000000000000004),  # Invalid Form Body: poison
+}
+
+
+async def test_discord_sends_embeds_and_classifies_each_answer(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    template = {"subject": "Order {{ data.order }}", "text": "@everyone {{ data.order }} shipped"}
+    await register(client, "discord", template, DISCORD)
+    discord = sim.state("discord")
+    discord.script(DISCORD["ben"], "rate_limited")
+    discord.script(DISCORD["cid"], "10015")
+    discord.script(DISCORD["dan"], "50035")
+    expected = {
+        DISCORD["ana"]: ("SENT", None),
+        DISCORD["ben"]: ("SENT", None),
+        DISCORD["cid"]: ("FAILED", "permanent"),
+        DISCORD["dan"]: ("FAILED", "poison"),
+    }
+    async with dispatching(service, "discord", DiscordAccount(base_url=sim.url, timeout=5)):
+        for user in DISCORD:
+            await notify(client, "discord", user)
+        await eventually(lambda: settled(service, expected), within=20)
+        assert await suppressed(service) == {("discord", DISCORD["cid"]): "unknown_webhook"}
+
+    by_address = {r.address: r.payload for r in discord.received}
+    assert set(by_address) == {DISCORD["ana"], DISCORD["ben"]}
+    sent = by_address[DISCORD["ana"]]
+    assert sent["embeds"] == [
+        {"title": "Order <42> & co", "description": "@everyone <42> & co shipped"}
+    ]
+    assert sent["allowed_mentions"] == {"parse": []}  # the text pings nobody
+    assert discord.summary()["duplicates"] == 0

@@ -39,6 +39,7 @@ from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.protection.ratelimit import LocalRateLimiter
 from tidings.priorities import Priority
+from tidings.providers.base import TransientError
 from tidings.providers.chains import ProviderSet
 from tidings.providers.sink import NoopProvider
 from tidings.providers.smtp import SmtpAccount
@@ -321,3 +322,22 @@ def _assert_held_for_the_breaker(held: list[dict[str, Any]]) -> None:
         assert "breaker_open" in reasons, item["history"]
         if item["status"] == "PENDING":  # (a SENDING one has counted its attempt already)
             assert item["attempts"] == kinds.count("retry_scheduled"), item["history"]
+
+
+async def test_a_route_s_throttle_delays_its_delivery_and_never_pauses_the_account() -> None:
+    """Discord's limit of one webhook (reason rate_limited_route) is neutral for the breaker
+    and leaves the account's bucket alone; its global limit (rate_limited) pauses it."""
+    clock = FakeClock()
+    providers = ProviderSet({"dc": NoopProvider()}, {"discord": ["dc"]})
+    limiter = LocalRateLimiter({"dc": 10.0}, burst_seconds=1, clock=clock)
+    breaker = CircuitBreaker(clock=clock)
+    protection = Protection(providers, breaker, limiter, {}, clock=clock)
+    report = protection.reporter("dc")
+    for _ in range(10):
+        report(TransientError("429", retry_after=5.0, reason="rate_limited_route"))
+    await asyncio.sleep(0)
+    assert limiter.next_token_in("dc", Priority.HIGH) == 0
+    assert breaker.allow("dc")
+    report(TransientError("429 global", retry_after=5.0, reason="rate_limited"))
+    await asyncio.sleep(0.01)
+    assert limiter.next_token_in("dc", Priority.HIGH) > 4

@@ -29,6 +29,7 @@ PROVIDER_PACKAGES = tuple(
     f"tidings.providers.{kind}"
     for kind in (
         "apns",
+        "discord",
         "fcm",
         "mailgun",
         "postmark",

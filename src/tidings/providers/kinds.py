@@ -14,6 +14,7 @@ from pydantic import Field
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.apns import ApnsAccount, ApnsProvider
 from tidings.providers.base import Provider
+from tidings.providers.discord import DiscordAccount, DiscordProvider
 from tidings.providers.fcm import FcmAccount, FcmProvider
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider
 from tidings.providers.postmark import PostmarkAccount, PostmarkProvider
@@ -68,7 +69,8 @@ Account = Annotated[
     | WebhookAccount
     | VonageAccount
     | WebPushAccount
-    | SlackAccount,
+    | SlackAccount
+    | DiscordAccount,
     Field(discriminator="kind"),
 ]
 
@@ -115,6 +117,8 @@ def build_provider(
             provider = WebPushProvider(name, account)
         case SlackAccount():
             provider = SlackProvider(name, account)
+        case DiscordAccount():
+            provider = DiscordProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

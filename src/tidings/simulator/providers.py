@@ -5,6 +5,7 @@ from __future__ import annotations
 # Each module adds its factory to HTTP_PROVIDERS or SERVERS in tidings.simulator.server.
 from tidings.simulator import (  # noqa: F401
     apns,
+    discord,
     fcm,
     mailgun,
     postmark,

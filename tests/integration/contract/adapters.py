@@ -50,6 +50,7 @@ from tidings.providers.base import (
     ProviderError,
     TransientError,
 )
+from tidings.providers.discord import DiscordAccount, DiscordProvider
 from tidings.providers.fcm import FcmAccount, FcmProvider
 from tidings.providers.mailgun import MailgunAccount, MailgunProvider
 from tidings.providers.mailgun import signature as mailgun_signature
@@ -1364,6 +1365,48 @@ class SlackWebhook(Slack):
     )
 
 
+class Discord(Contract):
+    """Discord's Execute Webhook: the address is the webhook's URL (its token inside)."""
+
+    name, state = "discord", "discord"
+    to = "https://discord.com/api/webhooks/112233445566778899/" + "T0k3n-of_the-webhook" * 3
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {"base_url": sim.url, "timeout": 5}
+        return DiscordAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, DiscordAccount)
+        return DiscordProvider("discord-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return message(Channel.DISCORD, self.to, CHAT)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            # The webhook deleted, or its token wrong: the URL never works again.
+            Answer("10015", Raised(P, "unknown_webhook", effect=SUPPRESS, says="404")),
+            Answer("50027", Raised(P, "invalid_webhook_token", effect=SUPPRESS, says="401")),
+            Answer("50013", Raised(P, "missing_permissions", says="403")),
+            Answer("50035", Raised(X, "invalid_form_body")),
+            Answer("50006", Raised(X, "empty_message")),
+            # A webhook's own limit delays its delivery; the global one the whole account.
+            Answer("global_rate_limited", Raised(T, "rate_limited", 0.75, says="global")),
+            Answer("0", Raised(T, "http_500", says="500")),
+        ),
+        rate_limited=Raised(T, "rate_limited_route", 0.75, says="429"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=NotApplicable(
+            "a Discord account has no credentials: each webhook's URL carries its token, "
+            "and a wrong one is the 50027 answer (suppressed)"
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable("Discord reports nothing back to a webhook's sender"),
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1382,5 +1425,6 @@ PROVIDERS: dict[str, Contract] = {
         Webhook(),
         Slack(),
         SlackWebhook(),
+        Discord(),
     )
 }

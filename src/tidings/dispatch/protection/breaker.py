@@ -48,8 +48,12 @@ THROTTLE_REASONS = frozenset(
         "TooManyProviderTokenUpdates",
         "QUOTA_EXCEEDED",
         "20429",
+        "rate_limited_route",
     }
 )
+# Throttles of one route (one Discord webhook, say), not of the account: neutral for the
+# breaker, and they delay only their delivery, never the account's other sends.
+ROUTE_THROTTLE_REASONS = frozenset({"rate_limited_route"})
 
 
 class BreakerSettings(BaseModel):

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.dispatch.protection.breaker import (
+    ROUTE_THROTTLE_REASONS,
     BreakerSettings,
     CircuitBreaker,
     counts_against,
@@ -229,6 +230,7 @@ class Protection:
                 isinstance(error, ProviderError)
                 and error.retry_after
                 and counts_against(error) is None
+                and error.reason not in ROUTE_THROTTLE_REASONS
             ):
                 task = asyncio.create_task(self.limiter.pause(account, error.retry_after))
                 self._pauses.add(task)
