@@ -39,6 +39,7 @@ from tidings.api.routes import (
     unsubscribe,
     users,
     webhook_endpoints,
+    workflows,
 )
 from tidings.api.text_guard import TextGuard
 from tidings.group_commit import GroupCommit
@@ -49,6 +50,8 @@ WEBHOOK_BODY_BYTES = 4 * 1024 * 1024
 # 10,000 user ids of up to 255 characters, JSON-quoted: about 2.6 MB (topics, campaigns).
 TOPIC_BODY_BYTES = 3 * 1024 * 1024
 ROUTERS = (
+    # Before notifications: POST /v1/notifications/cancel is no notification id.
+    workflows.router,
     notifications.router,
     registry.router,
     users.router,

@@ -352,6 +352,18 @@ class DeliveryOut(ApiModel):
     )
 
 
+class StepOut(ApiModel):
+    """One step of a notification's workflow (docs/workflows.md)."""
+
+    index: int
+    kind: str
+    state: str = Field(description="WAITING, PENDING, RUNNING, DONE, SKIPPED, CANCELLED, FAILED")
+    due_at: datetime | None = Field(description="when it is due (PENDING), or was")
+    ran_at: datetime | None
+    skip_reason: str | None = Field(description="engaged: an unless found its event")
+    attempts: int
+
+
 class NotificationOut(ApiModel):
     id: uuid.UUID
     idempotency_key: str
@@ -363,6 +375,9 @@ class NotificationOut(ApiModel):
     send_at: datetime | None
     created_at: datetime
     deliveries: list[DeliveryOut]
+    steps: list[StepOut] | None = Field(
+        default=None, description="its type's workflow, step by step; none without one"
+    )
 
 
 class FoundDeliveryOut(ApiModel):

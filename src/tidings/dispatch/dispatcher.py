@@ -31,6 +31,7 @@ from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.engine import Database
 from tidings.store.wakeup import Wakeup, listen_postgres
 from tidings.waiting import sleep_unless
+from tidings.workflows.runner import StepRunner
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class Dispatcher:
             asyncio.create_task(self._follow_fleet(stop)),
             asyncio.create_task(self._refresh_cancelled(stop)),
             asyncio.create_task(maintain_every(self.retention, self.db, stop)),
+            # Workflow steps (docs/workflows.md): their sends become PENDING deliveries.
+            asyncio.create_task(StepRunner(self.db, self.wakeup.notify).run(stop)),
         ]
         if self.expander is not None:
             helpers.append(asyncio.create_task(self.expander.run(stop)))

@@ -22,6 +22,7 @@ from tidings.store import intake as store_intake
 from tidings.store import users
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
+from tidings.workflows.planner import not_runnable, plan
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResu
     for item in items:
         try:
             draft = build_draft(item.request, item.idempotency_key, item.namespace, context)
+            _check_workflow(item.request, context)
         except ItemError as error:
             results.append(error)
             continue
@@ -56,6 +58,9 @@ async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResu
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     # Accept-time policy (docs/architecture.md, Policy check order), shared with campaigns.
     await skip_unwanted(service.db, drafts, lambda name: context.types[name].required)
+    for item, result in zip(items, results, strict=True):
+        if isinstance(result, NotificationDraft):  # a workflow's steps hold its deliveries
+            plan(result, context.types[result.type], item.request.cancel_key)
     stored = await _store(service, drafts, context.now) if drafts else []
     count_accepted(drafts, stored)  # metrics (intake/observed.py)
     answered = iter(stored)
@@ -64,6 +69,20 @@ async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResu
     for priority in {d.priority for d in drafts if d.send_at is None}:
         service.wakeup.notify(priority)
     return answers
+
+
+def _check_workflow(request: NotificationIn, context: IntakeContext) -> None:
+    """A cancel key needs a workflow to cancel; a workflow must be one tidings can run."""
+    kind = context.types[request.type]
+    if kind.workflow is None and request.cancel_key is not None:
+        raise ItemError(
+            "invalid_request",
+            f"cancelKey applies to a type with a workflow; {request.type!r} has none",
+            "cancelKey",
+        )
+    reason = not_runnable(kind)
+    if reason is not None:
+        raise ItemError("workflow_not_supported", reason, "type")
 
 
 async def _store(

@@ -238,6 +238,11 @@ class NotificationIn(ApiModel):
     locale: Locale | None = None
     send_at: SendAt | None = None
     email: EmailOptions | None = None
+    cancel_key: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = Field(
+        default=None,
+        description="a workflow's notification: POST /v1/notifications/cancel with this key "
+        "ends its steps not yet run (docs/workflows.md)",
+    )
 
 
 class BatchItemIn(NotificationIn):

@@ -19,6 +19,12 @@ from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, idempotency_key, notification
 from tidings.store.wakeup import notify_postgres
+from tidings.store.workflow_steps import (
+    WorkflowDraft,
+    insert_steps_postgres,
+    insert_steps_sqlite,
+    step_rows,
+)
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -54,6 +60,9 @@ class NotificationDraft:
     email: dict[str, Any] | None = None
     # The HTTP request that submitted it (X-Request-Id): the dispatcher's log lines carry it.
     request_id: str | None = None
+    # Its type's steps (docs/workflows.md): then its deliveries are inserted by its send
+    # steps when they run, not now.
+    workflow: WorkflowDraft | None = None
 
 
 @dataclass(slots=True)  # created per item on the hot path: no frozen overhead
@@ -124,6 +133,7 @@ async def insert_sqlite(
     deliveries = _delivery_rows(new, now)
     if deliveries:
         await conn.execute(sa.insert(delivery), deliveries)
+    await insert_steps_sqlite(conn, _step_rows(new, now))
     return inserted
 
 
@@ -227,6 +237,7 @@ async def insert_postgres(
     deliveries = _delivery_rows(new, now)
     if deliveries:
         await conn.execute(_PG_INSERT_DELIVERIES, *_columns(deliveries, _PG_DELIVERY_COLUMNS), now)
+    await insert_steps_postgres(conn, _step_rows(new, now), now)
     if any(_wakes_high(draft, now) for draft in new):
         await notify_postgres(conn, Priority.HIGH)
     return {draft.id for draft in new}
@@ -290,7 +301,30 @@ def _notification_row(draft: NotificationDraft, now: datetime) -> dict[str, Any]
 
 
 def _delivery_rows(drafts: Sequence[NotificationDraft], now: datetime) -> list[dict[str, Any]]:
-    return [_delivery_row(draft, item, now) for draft in drafts for item in draft.deliveries]
+    # A workflow's deliveries wait in its send steps.
+    return [
+        _delivery_row(draft, item, now)
+        for draft in drafts
+        if draft.workflow is None
+        for item in draft.deliveries
+    ]
+
+
+def _step_rows(drafts: Sequence[NotificationDraft], now: datetime) -> list[dict[str, Any]]:
+    return [
+        row
+        for draft in drafts
+        if draft.workflow is not None
+        for row in step_rows(
+            draft.id,
+            draft.namespace,
+            draft.priority.value,
+            draft.category,
+            draft.workflow,
+            draft.due_at or draft.send_at or now,
+            now,
+        )
+    ]
 
 
 def _delivery_row(draft: NotificationDraft, item: DeliveryDraft, now: datetime) -> dict[str, Any]:
@@ -366,9 +400,11 @@ def _result(
     draft: NotificationDraft, inserted: set[uuid.UUID], existing: dict[tuple[str, str], _Stored]
 ) -> AcceptResult:
     if draft.id in inserted:
+        # A workflow's deliveries are made by its send steps, later.
         items = [
             AcceptedDelivery(d.id, _PLAIN.get(d.channel, d.channel), _PLAIN[d.status])
             for d in draft.deliveries
+            if draft.workflow is None
         ]
         return Accepted(draft.id, items)
     stored = existing[(draft.namespace, draft.idempotency_key)]

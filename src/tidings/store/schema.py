@@ -259,6 +259,58 @@ delivery_event = sa.Table(
     sa.Column("detail", JSONDoc, nullable=True),
 )
 
+workflow_step = sa.Table(
+    "workflow_step",
+    metadata,
+    # One row per step of a notification of a type with a workflow (docs/workflows.md),
+    # written at accept with the notification, then claimed, leased and fenced like a
+    # delivery: (state = 'RUNNING', attempts) is the fence of every completion.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("notification_id", sa.Uuid, nullable=False),
+    sa.Column("step_index", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(10), nullable=False),
+    # The step as the type said when the notification was accepted: a type changed later
+    # does not change the steps of notifications already accepted.
+    sa.Column("spec", JSONDoc, nullable=False),
+    # WAITING (an earlier step has not run), PENDING (due at due_at), RUNNING (claimed,
+    # leased), DONE, SKIPPED (skip_reason), CANCELLED, FAILED.
+    sa.Column("state", sa.String(10), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    _ts("due_at"),
+    _ts("lease_until"),
+    _ts("ran_at"),
+    sa.Column("skip_reason", sa.String(40), nullable=True),
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("cancel_key", sa.String(255), nullable=True),
+    sa.Column("priority", sa.String(10), nullable=False),
+    sa.Column("category", sa.String(20), nullable=False),
+    # A send's deliveries, made at accept (ids, addresses, accept-time skips) and inserted
+    # when the step runs: [{"id", "channel", "address", "status", "skipReason"}].
+    sa.Column("deliveries", JSONDoc, nullable=True),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
+    sa.UniqueConstraint("notification_id", "step_index"),
+    sa.Index(
+        "ix_workflow_step_due",
+        "due_at",
+        postgresql_where=sa.text("state = 'PENDING'"),
+        sqlite_where=sa.text("state = 'PENDING'"),
+    ),
+    sa.Index(
+        "ix_workflow_step_lease",
+        "lease_until",
+        postgresql_where=sa.text("state = 'RUNNING'"),
+        sqlite_where=sa.text("state = 'RUNNING'"),
+    ),
+    sa.Index(
+        "ix_workflow_step_cancel",
+        "namespace",
+        "cancel_key",
+        postgresql_where=sa.text("cancel_key IS NOT NULL"),
+        sqlite_where=sa.text("cancel_key IS NOT NULL"),
+    ),
+)
+
 user_profile = sa.Table(
     "user_profile",
     metadata,

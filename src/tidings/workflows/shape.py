@@ -107,6 +107,13 @@ def _step(index: int, item: Any, channels: Sequence[str]) -> Step:
     return _throttle(index, item["throttle"])
 
 
+def parse_send(spec: Mapping[str, Any]) -> Send:
+    """A stored send step (checked at PUT already)."""
+    named = spec["send"]
+    channels = [named] if isinstance(named, str) else list(named)
+    return _send(0, named, spec.get("unless"), channels)
+
+
 def _send(index: int, value: Any, unless: Any, channels: Sequence[str]) -> Send:
     named = [value] if isinstance(value, str) else value
     if not isinstance(named, list) or not named or not all(isinstance(c, str) for c in named):

@@ -31,6 +31,7 @@ from tidings.api.schemas import (
     NotificationAccepted,
     NotificationOut,
     NotificationPage,
+    StepOut,
 )
 from tidings.api.text_guard import bad_text_path, may_hold_bad_text
 from tidings.group_commit import GroupCommit
@@ -39,7 +40,7 @@ from tidings.intake.drafts import ItemError
 from tidings.intake.requests import BatchItemIn, IdempotencyKey, NotificationIn
 from tidings.priorities import Channel
 from tidings.refusal import Refusal
-from tidings.services import notifications
+from tidings.services import notifications, workflows
 from tidings.services.notifications import (
     Accepted,
     DeliveryRecord,
@@ -355,6 +356,11 @@ async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
         send_at=found.send_at,
         created_at=found.created_at,
         deliveries=[_delivery_out(d) for d in found.deliveries],
+        steps=[
+            StepOut.model_validate(step, from_attributes=True)
+            for step in await workflows.steps_of(service_of(request).db, found.id)
+        ]
+        or None,
     )
 
 
