@@ -198,10 +198,10 @@ async def test_steps_survive_a_runner_that_died_mid_step(
     await _workflow_type(client, [{"send": "email"}])
     notification_id = await _accepted(client)
     now = await database_now(service.db)
-    await claim_due(service.db, now, now + timedelta(milliseconds=200), 10)  # and died
+    await claim_due(service.db, now, now + timedelta(seconds=2), 10)  # and died
     runner = _runner(service)
     assert await runner.round() == 0  # leased: not taken while the lease holds
-    await eventually(runner.round, within=5)
+    await eventually(runner.round, within=10)
     body = await _read(client, notification_id)
     assert body["steps"][0]["attempts"] == 2
     assert _channels(body) == ["email"]

@@ -182,20 +182,15 @@ async def claim_due(
     """Claim up to ``limit`` steps due by ``now``, and steps whose lease ran out (their
     runner died): RUNNING, ``attempts + 1``, leased until ``lease_until``. Rows are locked
     with SKIP LOCKED on PostgreSQL, so runners in several processes share the work."""
+    runnable = sa.or_(
+        sa.and_(workflow_step.c.state == StepState.PENDING.value, workflow_step.c.due_at <= now),
+        sa.and_(
+            workflow_step.c.state == StepState.RUNNING.value, workflow_step.c.lease_until < now
+        ),
+    )
     due = (
         sa.select(workflow_step.c.id)
-        .where(
-            sa.or_(
-                sa.and_(
-                    workflow_step.c.state == StepState.PENDING.value,
-                    workflow_step.c.due_at <= now,
-                ),
-                sa.and_(
-                    workflow_step.c.state == StepState.RUNNING.value,
-                    workflow_step.c.lease_until < now,
-                ),
-            )
-        )
+        .where(runnable)
         .order_by(workflow_step.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -211,6 +206,11 @@ async def claim_due(
         )
         .returning(*_CLAIMED)
     )
+    # A read first: most rounds find nothing, and on SQLite a write takes the one lock.
+    async with db.engine.connect() as conn:
+        probe = sa.select(workflow_step.c.id).where(runnable).limit(1)
+        if (await conn.execute(probe)).first() is None:
+            return []
     async with db.engine.begin() as conn:
         rows = (await conn.execute(claim)).all()
     return [ClaimedStep(**row._mapping) for row in rows]
