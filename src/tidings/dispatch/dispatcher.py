@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 
 from tidings.background.reaping import reap_every
 from tidings.background.retention import RetentionPlan, maintain_every
@@ -35,13 +34,8 @@ from tidings.workflows.runner import StepRunner
 
 log = logging.getLogger(__name__)
 
-# Seconds between reports of this dispatcher's breaker and deactivation guard states
-# (GET /v1/providers).
-PROVIDER_REPORT_INTERVAL = 2.0
 # How long the helpers (reaper, reports, expander, ...) get to finish after ``stop``.
 HELPER_GRACE_SECONDS = 5.0
-# A dispatcher that has not reported for this long is gone (killed): its share is free.
-LIVE_AFTER_SECONDS = 3 * PROVIDER_REPORT_INTERVAL
 # How often a dispatcher counts the live ones (a newcomer waits this long, and a half, for
 # the others to make room before it sends).
 FLEET_REFRESH_SECONDS = 0.5
@@ -118,7 +112,7 @@ class Dispatcher:
                 await self._report()
             except Exception:
                 log.exception("reporting provider states failed; trying again")
-            await sleep_unless(stop, PROVIDER_REPORT_INTERVAL)
+            await sleep_unless(stop, provider_state.REPORT_SECONDS)
 
     async def _report(self) -> None:
         breaker = self.protection.breaker
@@ -152,8 +146,8 @@ class Dispatcher:
 
     async def _take_share(self) -> int:
         """This process's share of each rate while limits are not shared: 1 / the live
-        dispatchers (those that reported within ``LIVE_AFTER_SECONDS``)."""
-        since = utcnow() - timedelta(seconds=LIVE_AFTER_SECONDS)
+        dispatchers (those that reported within ``provider_state.LIVE_SECONDS``)."""
+        since = provider_state.live_since(utcnow())
         live = max(1, await provider_state.live_dispatchers(self.db, since))
         share = 1 / live
         if share != self.coordination.share:

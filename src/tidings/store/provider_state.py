@@ -1,9 +1,14 @@
-"""Circuit breaker states as each dispatcher last reported them."""
+"""Circuit breaker states as each dispatcher last reported them.
+
+Each dispatcher reports every ``REPORT_SECONDS``; its reports say too that it is alive.
+One whose last report is older than ``LIVE_SECONDS`` is gone (killed): its share of each
+rate, its Kafka partitions and its breakers' say are the others'. ``reports`` is the one
+reader of the rows, for the fleet's view, breaker sharing and the lanes' liveness alike."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,6 +16,11 @@ import sqlalchemy as sa
 from tidings.store.engine import Database
 from tidings.store.schema import provider_state
 from tidings.store.upsert import upsert
+
+# Seconds between a dispatcher's reports, and after which one that stopped reporting is
+# gone: three reports missed.
+REPORT_SECONDS = 2.0
+LIVE_SECONDS = 3 * REPORT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -40,19 +50,20 @@ async def forget(db: Database, dispatcher: str) -> None:
         )
 
 
-async def recent(db: Database, since: datetime) -> list[dict[str, Any]]:
+async def reports(db: Database, since: datetime) -> list[ProviderReport]:
+    """The reports made since ``since``, by account and dispatcher."""
     query = (
         sa.select(provider_state)
         .where(provider_state.c.updated_at >= since)
         .order_by(provider_state.c.account, provider_state.c.dispatcher)
     )
     async with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in await conn.execute(query)]
+        return [ProviderReport(**row._mapping) for row in await conn.execute(query)]
 
 
-async def reports(db: Database, since: datetime) -> list[ProviderReport]:
-    """The reports made since ``since``, by account and dispatcher."""
-    return [ProviderReport(**row) for row in await recent(db, since)]
+def live_since(now: datetime) -> datetime:
+    """The oldest report of a dispatcher still alive at ``now``."""
+    return now - timedelta(seconds=LIVE_SECONDS)
 
 
 async def live_dispatchers(db: Database, since: datetime) -> int:
@@ -62,12 +73,3 @@ async def live_dispatchers(db: Database, since: datetime) -> int:
     )
     async with db.engine.connect() as conn:
         return int((await conn.execute(query)).scalar_one())
-
-
-async def reported_lanes(db: Database, since: datetime) -> dict[str, list[dict[str, Any]]]:
-    """Each dispatcher that reported since ``since``, with its lanes as reported (their
-    progress, dispatch/lanes/progress.py): who reads which Kafka lane now."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for row in await recent(db, since):
-        found[row["dispatcher"]] = list(row["state"].get("lanes") or [])
-    return found

@@ -30,8 +30,8 @@ from tidings.dispatch.lanes.progress import LaneProgress, LaneWatch
 from tidings.dispatch.lanes.settings import LaneSettings
 from tidings.dispatch.pipeline.sending import LaneContext, SendPipeline, error_name, error_where
 from tidings.priorities import Channel, Priority
+from tidings.store import provider_state
 from tidings.store.claims import ClaimedDelivery
-from tidings.store.provider_state import reported_lanes
 from tidings.store.queue import claim_queued, has_queued
 from tidings.transport.assignment import partitions_of
 from tidings.transport.offsets import OffsetTracker
@@ -55,9 +55,6 @@ END_COMMIT_SECONDS = 3.0
 CONSUMER_STOP_SECONDS = 5.0
 # How often a lane computes its partitions again (from the workers' reports, every 2 s).
 ASSIGN_SECONDS = 2.0
-# A worker whose dispatcher has not reported for this long is gone (killed): its partitions
-# go to the others. Three report intervals, as for the dispatchers' shares of a rate.
-LIVE_AFTER_SECONDS = 6.0
 # How long the consume loop gets to see that its session ends before it is cancelled.
 STEP_SETTLE_SECONDS = 2.0
 
@@ -117,7 +114,7 @@ class KafkaLane:
             # A session's end drains its sends, commits and stops its consumer, each bounded.
             settle=grace + STEP_SETTLE_SECONDS + END_COMMIT_SECONDS + CONSUMER_STOP_SECONDS,
             # A restarted lane reads its partitions again after a report or two.
-            min_restart_seconds=LIVE_AFTER_SECONDS + 2 * ASSIGN_SECONDS + 10,
+            min_restart_seconds=provider_state.LIVE_SECONDS + 2 * ASSIGN_SECONDS + 10,
         )
 
     @property
@@ -218,10 +215,16 @@ class KafkaLane:
         await self._take_partitions(consumer, wanted)
 
     async def _live_readers(self) -> dict[str, list[str]]:
-        """Each of the lane's topics, and the workers that reported reading it lately."""
-        since = utcnow() - timedelta(seconds=LIVE_AFTER_SECONDS)
+        """Each of the lane's topics, and the live workers that report reading it (a
+        worker silent for ``provider_state.LIVE_SECONDS`` is gone: its partitions go to
+        the others)."""
+        since = provider_state.live_since(utcnow())
+        lanes_of: dict[str, list[dict[str, Any]]] = {}
+        for report in await provider_state.reports(self.context.db, since):
+            # Every account's report carries its dispatcher's lanes (its progress).
+            lanes_of[report.dispatcher] = list(report.state.get("lanes") or [])
         readers: dict[str, list[str]] = {}
-        for member, lanes in (await reported_lanes(self.context.db, since)).items():
+        for member, lanes in lanes_of.items():
             for lane in lanes:
                 if lane.get("transport") != "kafka" or lane.get("priority") != self.priority.value:
                     continue

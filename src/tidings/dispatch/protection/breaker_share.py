@@ -19,20 +19,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 from tidings.clock import utcnow
 from tidings.dispatch.protection.breaker import BreakerStatus, CircuitBreaker
 from tidings.store import provider_state
 from tidings.store.engine import Database
+from tidings.store.provider_state import ProviderReport
 from tidings.waiting import sleep_unless
 
 log = logging.getLogger(__name__)
 
 SHARE_SECONDS = 0.5
-# A report older than this is from a dispatcher that is gone (they report every 2 s).
-FRESH_SECONDS = 6.0
 
 
 class BreakerShare:
@@ -68,18 +66,19 @@ class BreakerShare:
         self._reported = now
         return changed
 
-    async def _peers(self) -> list[dict[str, Any]]:
-        since = utcnow() - timedelta(seconds=FRESH_SECONDS)
-        rows = await provider_state.recent(self.db, since)
-        return [row for row in rows if row["dispatcher"] != self.dispatcher]
+    async def _peers(self) -> list[ProviderReport]:
+        """The live peers' reports (a report older than ``LIVE_SECONDS`` is from a
+        dispatcher that is gone)."""
+        rows = await provider_state.reports(self.db, provider_state.live_since(utcnow()))
+        return [row for row in rows if row.dispatcher != self.dispatcher]
 
-    async def follow(self, names: list[str], peers: list[dict[str, Any]]) -> None:
+    async def follow(self, names: list[str], peers: list[ProviderReport]) -> None:
         """Open what the peers' reports say is open, or failing, fleet-wide."""
         now = utcnow()
         threshold = self.breaker.settings.consecutive_failures
         for name in names:
             mine = self.breaker.state(name)
-            reports = [row for row in peers if row["account"] == name]
+            reports = [row for row in peers if row.account == name]
             held = max((_open_for(row, now) for row in reports), default=0.0)
             if held > 0:
                 if mine.status is not BreakerStatus.OPEN or self.breaker.retry_in(name) < held:
@@ -94,18 +93,18 @@ class BreakerShare:
                 self.breaker.trip(name)
 
 
-def _open_for(row: dict[str, Any], now: datetime) -> float:
+def _open_for(row: ProviderReport, now: datetime) -> float:
     """Seconds a peer's own opening still holds, as of ``now`` (0 for none)."""
-    state = row["state"]
+    state = row.state
     if state.get("state") != BreakerStatus.OPEN.value or state.get("forced"):
         return 0.0
-    age: float = (now - row["updated_at"]).total_seconds()
+    age: float = (now - row.updated_at).total_seconds()
     return max(0.0, float(state.get("retryInSeconds") or 0.0) - age)
 
 
-def _failing(row: dict[str, Any]) -> int:
+def _failing(row: ProviderReport) -> int:
     """A closed peer's run of transient failures, only its part inside the window."""
-    state = row["state"]
+    state = row.state
     if state.get("state") != BreakerStatus.CLOSED.value:
         return 0
     return min(int(state.get("consecutiveFailures") or 0), int(state.get("windowFailures") or 0))
