@@ -92,7 +92,7 @@ async def prepare(admin_url: str, name: str, args: argparse.Namespace) -> str:
                     count = await conn.fetchval("SELECT count(*) FROM delivery")
             finally:
                 await db.dispose()
-            if count == args.deliveries:
+            if count == _per_day(args) * args.days * 2:
                 print(f"reusing {name}: {count:,} deliveries", flush=True)
                 return url
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -110,8 +110,13 @@ async def prepare(admin_url: str, name: str, args: argparse.Namespace) -> str:
     return url
 
 
+def _per_day(args: argparse.Namespace) -> int:
+    """Notifications per day (two deliveries each)."""
+    return int(args.deliveries // 2 // args.days)
+
+
 async def _fill(db: Database, args: argparse.Namespace) -> None:
-    per_day = args.deliveries // 2 // args.days
+    per_day = _per_day(args)
     gap = 86_400_000 // per_day
     started = time.monotonic()
     async with db.asyncpg() as conn:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
+from tidings.store.dialects import Variants
 from tidings.store.engine import Database
 from tidings.store.schema import delivery, notification
 
@@ -124,6 +126,33 @@ def _delivery_conditions(search: Search) -> list[sa.ColumnElement[bool]]:
     return found
 
 
+def _deliveries_sqlite(notification_ids: list[uuid.UUID]) -> sa.Executable:
+    columns = (delivery.c.notification_id, *(delivery.c[f] for f in _DELIVERY_FIELDS))
+    query = sa.select(*columns).where(delivery.c.notification_id.in_(notification_ids))
+    return query.order_by(delivery.c.id)
+
+
+# One text whatever the page (prepared once per connection), looked up one notification at
+# a time: on day partitions each lookup reads its day's partition alone (pruned at run
+# time; a delivery lives in its notification's day), where an IN list over the parent
+# probed every day's index for every id, and planned every day at each call.
+_PG_DELIVERIES = sa.text(
+    f"""SELECT d.notification_id, {", ".join(f"d.{f}" for f in _DELIVERY_FIELDS)}
+FROM unnest(CAST(:ids AS uuid[])) AS n(id)
+CROSS JOIN LATERAL (SELECT * FROM delivery WHERE delivery.notification_id = n.id) AS d
+ORDER BY d.id"""
+)
+
+
+def _deliveries_postgres(notification_ids: list[uuid.UUID]) -> sa.Executable:
+    return _PG_DELIVERIES.bindparams(
+        sa.bindparam("ids", notification_ids, type_=postgresql.ARRAY(sa.Uuid))
+    )
+
+
+_deliveries = Variants(postgres=_deliveries_postgres, sqlite=_deliveries_sqlite)
+
+
 async def search_notifications(db: Database, search: Search) -> SearchPage:
     """The page of notifications ``search`` matches, newest first, each with all its
     deliveries (not only those matched), read from one snapshot."""
@@ -134,12 +163,8 @@ async def search_notifications(db: Database, search: Search) -> SearchPage:
         rows = rows[: search.limit]
         by_notification: dict[uuid.UUID, list[FoundDelivery]] = {r.id: [] for r in rows}
         if rows:
-            listed = await conn.execute(
-                sa.select(delivery.c.notification_id, *(delivery.c[f] for f in _DELIVERY_FIELDS))
-                .where(delivery.c.notification_id.in_(list(by_notification)))
-                .order_by(delivery.c.id)
-            )
-            for d in listed:
+            statement = _deliveries.of(db)(list(by_notification))
+            for d in await conn.execute(statement):
                 by_notification[d.notification_id].append(
                     FoundDelivery(**{name: d._mapping[name] for name in _DELIVERY_FIELDS})
                 )
