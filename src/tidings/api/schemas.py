@@ -284,6 +284,24 @@ class UserBatchOut(ApiModel):
     replaced: int
 
 
+class ErasedOut(ApiModel):
+    """What DELETE /v1/users/{id} erased: rows deleted, and rows whose addresses were
+    replaced by their one-way hash."""
+
+    user_id: str
+    profile: bool = Field(description="the profile existed and is deleted")
+    devices: int
+    preferences: int
+    topics: int
+    frequency_counters: int
+    inbox_messages: int
+    replies: int = Field(description="SMS replies from the user's phone, deleted")
+    deliveries: int = Field(description="deliveries whose address is now its hash")
+    events: int = Field(description="history entries whose details named an address")
+    notifications: int = Field(description="notifications whose data named an address")
+    suppressions: int = Field(description="suppressed addresses now kept by their hash")
+
+
 class UserPage(ApiModel):
     users: list[UserOut] = Field(description="in id order")
     next: str | None = Field(description="the cursor of the next page (after=); null: none")

@@ -1,5 +1,5 @@
-"""Users as a set: listing and searching profiles, importing them in batches (one profile
-at a time is the registry's: ``services/registry.py``)."""
+"""Users as a set: listing and searching profiles, importing them in batches, erasing one
+(one profile at a time is the registry's: ``services/registry.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 from tidings.clock import utcnow
 from tidings.store import users
 from tidings.store.engine import Database
+from tidings.store.erasure import Erased, erase_user
 from tidings.store.users import UserProfile, list_users
 
-__all__ = ["UserProfile", "list_users", "put_users"]
+__all__ = ["Erased", "UserProfile", "erase_user", "list_users", "put_users"]
 
 
 async def put_users(db: Database, rows: Sequence[Mapping[str, Any]]) -> tuple[int, int]:

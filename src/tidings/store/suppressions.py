@@ -3,6 +3,7 @@ the canonical form of the addresses in it."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ from tidings.store.schema import suppression
 from tidings.store.upsert import upsert
 
 Pair = tuple[str, str]  # (channel, canonical address)
+ERASED = "erased:sha256:"
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,13 @@ def canonical_address(channel: str, address: str) -> str:
     ``ana@example.com``. Phone numbers (E.164) and device tokens are compared as they are.
     """
     return address.lower() if channel == "email" else address
+
+
+def erased_address(channel: str, address: str) -> str:
+    """What an erased user's address is replaced by (store/erasure.py): one-way, the same
+    for the same address, so a suppression kept under it still matches (``suppressed``)."""
+    digest = hashlib.sha256(canonical_address(channel, address).encode()).hexdigest()
+    return f"{ERASED}{digest}"
 
 
 async def put(db: Database, channel: str, address: str, reason: str, now: datetime) -> None:
@@ -68,10 +77,16 @@ WHERE (channel, address) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 
 
 async def suppressed(db: Database, pairs: Collection[Pair]) -> set[Pair]:
-    """Which of ``pairs`` are on the list (one query)."""
+    """Which of ``pairs`` are on the list (one query), as themselves or, for an erased
+    user's address, as its hash."""
     if not pairs:
         return set()
-    return await _suppressed.of(db)(db, pairs)
+    hashed = {
+        (channel, erased_address(channel, address)): (channel, address)
+        for channel, address in pairs
+    }
+    found = await _suppressed.of(db)(db, {*pairs, *hashed})
+    return {pair for pair in found if pair in pairs} | {hashed[p] for p in found if p in hashed}
 
 
 async def _suppressed_postgres(db: Database, pairs: Collection[Pair]) -> set[Pair]:

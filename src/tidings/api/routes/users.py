@@ -1,16 +1,18 @@
-"""Users as a set: GET /v1/users (paged, by id prefix or attribute), POST /v1/users/batch."""
+"""Users as a set: GET /v1/users (paged, by id prefix or attribute), POST /v1/users/batch,
+and erasure, DELETE /v1/users/{id}."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 
 from tidings.api import cursors
 from tidings.api.auth import Scope, needs
 from tidings.api.deps import service_of
 from tidings.api.routes.registry import user_out
-from tidings.api.schemas import ErrorResponse, UserBatchIn, UserBatchOut, UserPage
+from tidings.api.schemas import ErasedOut, ErrorResponse, UserBatchIn, UserBatchOut, UserPage
+from tidings.intake.requests import UserId
 from tidings.refusal import Refusal
 from tidings.services import users
 
@@ -61,3 +63,13 @@ async def put_users(request: Request, body: UserBatchIn) -> Any:
     rows = [user.model_dump(mode="json") for user in body.users]
     created, replaced = await users.put_users(service_of(request).db, rows)
     return UserBatchOut(created=created, replaced=replaced)
+
+
+@router.delete("/users/{user_id}", response_model=ErasedOut, responses=_INVALID)
+async def erase_user(request: Request, user_id: Annotated[UserId, Path()]) -> Any:
+    """Erase a user (GDPR/LGPD): their profile, devices, preferences, topics, frequency
+    counters, inbox and SMS replies are deleted, and their addresses in stored deliveries,
+    histories, notifications' data and the suppression list are replaced by a one-way hash
+    (a suppressed address stays suppressed). Answers what it erased; again, zeros."""
+    erased = await users.erase_user(service_of(request).db, user_id)
+    return ErasedOut.model_validate(erased, from_attributes=True)
