@@ -23,6 +23,7 @@ from tidings.clock import utcnow
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.discord import DiscordAccount
 from tidings.providers.slack import SlackAccount
+from tidings.providers.telegram import TelegramAccount
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.store.schema import delivery, suppression
@@ -216,3 +217,51 @@ async def test_discord_sends_embeds_and_classifies_each_answer(
     ]
     assert sent["allowed_mentions"] == {"parse": []}  # the text pings nobody
     assert discord.summary()["duplicates"] == 0
+
+
+# --- Telegram -------------------------------------------------------------------------------
+
+TELEGRAM = {
+    "ana": "421337001",  # sent, the data escaped for HTML
+    "ben": "421337002",  # "bot was blocked by the user": deactivated (suppressed)
+    "cid": "-421337003",  # a group that became a supergroup: sent there, in the same send
+    "dan": "421337004",  # chat not found: failed, not suppressed
+    "eve": "421337005",  # 429 once, then sent
+}
+
+
+async def test_telegram_sends_follows_a_migrated_group_and_deactivates_a_blocked_user(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    template = {"subject": "Order {{ data.order }}", "text": "Your order {{ data.order }} shipped."}
+    await register(client, "telegram", template, TELEGRAM)
+    telegram = sim.state("telegram")
+    telegram.script(TELEGRAM["ben"], "blocked")
+    telegram.script(TELEGRAM["cid"], "migrated")
+    telegram.script(TELEGRAM["dan"], "chat_not_found")
+    telegram.script(TELEGRAM["eve"], "rate_limited")
+    account = TelegramAccount(bot_token=sim.config.telegram_bot_token, base_url=sim.url, timeout=5)
+    expected = {
+        TELEGRAM["ana"]: ("SENT", None),
+        TELEGRAM["ben"]: ("FAILED", "permanent"),
+        TELEGRAM["cid"]: ("SENT", None),
+        TELEGRAM["dan"]: ("FAILED", "permanent"),
+        TELEGRAM["eve"]: ("SENT", None),
+    }
+    async with dispatching(service, "telegram", account):
+        ids = {user: await notify(client, "telegram", user) for user in TELEGRAM}
+        await eventually(lambda: settled(service, expected), within=20)
+        assert await suppressed(service) == {("telegram", TELEGRAM["ben"]): "bot_blocked"}
+        skipped = await notify(client, "telegram", "ben")
+        [again] = (await client.get(f"/v1/notifications/{skipped}")).json()["deliveries"]
+        assert (again["status"], again["skipReason"]) == ("SKIPPED", "suppressed")
+        [moved] = (await client.get(f"/v1/notifications/{ids['cid']}")).json()["deliveries"]
+
+    by_chat = {r.address: r.payload for r in telegram.received}
+    assert set(by_chat) == {TELEGRAM["ana"], "-100421337003", TELEGRAM["eve"]}
+    assert moved["providerMessageId"] == "-100421337003:1"
+    sent = by_chat[TELEGRAM["ana"]]
+    assert sent["parse_mode"] == "HTML"
+    escaped = "&lt;42&gt; &amp; co"
+    assert sent["text"] == f"<b>Order {escaped}</b>\nYour order {escaped} shipped."
+    assert telegram.summary()["duplicates"] == 0

@@ -25,6 +25,7 @@ from tidings.providers.sink import NoopProvider, SinkProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
+from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.vonage import VonageAccount, VonageProvider
@@ -70,7 +71,8 @@ Account = Annotated[
     | VonageAccount
     | WebPushAccount
     | SlackAccount
-    | DiscordAccount,
+    | DiscordAccount
+    | TelegramAccount,
     Field(discriminator="kind"),
 ]
 
@@ -119,6 +121,8 @@ def build_provider(
             provider = SlackProvider(name, account)
         case DiscordAccount():
             provider = DiscordProvider(name, account)
+        case TelegramAccount():
+            provider = TelegramProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

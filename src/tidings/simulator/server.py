@@ -134,6 +134,8 @@ class SimulatorConfig(BaseModel):
     webpush_vapid_subject: str = "mailto:tidings@example.com"
     # Chat: the bot token the simulated Slack Web API accepts.
     slack_bot_token: str = "xoxb-simulator-bot-token"
+    # The bot token the simulated Telegram Bot API accepts.
+    telegram_bot_token: str = "123456789:simulator-telegram-bot-token-0123"
 
     def vonage_status_webhook_url(self) -> str | None:
         return self.vonage_status_url or self._tidings("/v1/webhooks/vonage/vonage-sim")

@@ -63,6 +63,7 @@ from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
+from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount, VonageProvider
@@ -1407,6 +1408,57 @@ class Discord(Contract):
     )
 
 
+class Telegram(Contract):
+    """Telegram's Bot API: sendMessage to a chat id with the bot token."""
+
+    name, state = "telegram", "telegram"
+    to = "421337001"
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "bot_token": sim.config.telegram_bot_token,
+            "base_url": sim.url,
+            "timeout": 5,
+        }
+        return TelegramAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, TelegramAccount)
+        return TelegramProvider("telegram-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return message(Channel.TELEGRAM, self.to, CHAT)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            # The chat is gone for this bot: the address is deactivated (suppressed).
+            Answer("blocked", Raised(P, "bot_blocked", effect=SUPPRESS, says="blocked")),
+            Answer("user_deactivated", Raised(P, "user_deactivated", effect=SUPPRESS)),
+            Answer("kicked", Raised(P, "bot_kicked", effect=SUPPRESS)),
+            Answer("cannot_initiate", Raised(P, "forbidden")),
+            Answer("chat_not_found", Raised(P, "chat_not_found")),
+            Answer("internal", Raised(T, "http_500")),
+            Answer("bad_gateway", Raised(T, "http_502")),
+        ),
+        rate_limited=Raised(T, "rate_limited", 1.0, says="429"),
+        outage=Raised(T, UNCHECKED, says="502"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-token",
+                {"bot_token": "987654321:not-the-token-of-this-bot-at-all"},
+                Raised(T, "unauthorized", CONFIG_WAIT, says="401"),
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable(
+            "Telegram reports no delivery status; a block is learnt from the 403 on the next "
+            "send (the my_chat_member update is not received yet)"
+        ),
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1426,5 +1478,6 @@ PROVIDERS: dict[str, Contract] = {
         Slack(),
         SlackWebhook(),
         Discord(),
+        Telegram(),
     )
 }
