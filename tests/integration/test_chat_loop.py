@@ -23,6 +23,7 @@ from tidings.clock import utcnow
 from tidings.providers.accounts import AccountSettings
 from tidings.providers.discord import DiscordAccount
 from tidings.providers.slack import SlackAccount
+from tidings.providers.teams import TeamsAccount
 from tidings.providers.telegram import TelegramAccount
 from tidings.service import Service, providers_from_settings
 from tidings.simulator.server import Simulator, SimulatorConfig
@@ -265,3 +266,53 @@ async def test_telegram_sends_follows_a_migrated_group_and_deactivates_a_blocked
     escaped = "&lt;42&gt; &amp; co"
     assert sent["text"] == f"<b>Order {escaped}</b>\nYour order {escaped} shipped."
     assert telegram.summary()["duplicates"] == 0
+
+
+# --- Teams ----------------------------------------------------------------------------------
+
+LOGIC = "https://prod-42.westeurope.logic.azure.com:443/workflows/{}/triggers/manual/paths/invoke"
+PLATFORM = (
+    "https://default0f1e.ab.environment.api.powerplatform.com:443/powerautomate/automations"
+    "/direct/workflows/{}/triggers/manual/paths/invoke"
+)
+SIGNED = "?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=s1gnature"
+TEAMS = {
+    "ana": LOGIC.format("a0000001") + SIGNED,  # sent
+    "ben": PLATFORM.format("b0000002") + SIGNED,  # throttled once, then sent
+    "cid": LOGIC.format("c0000003") + SIGNED,  # the workflow deleted: suppressed
+    "dan": LOGIC.format("d0000004") + SIGNED,  # the card refused: poison
+}
+
+
+async def test_teams_posts_adaptive_cards_to_workflows_and_classifies_each_answer(
+    service: Service, client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    template = {"subject": "Order {{ data.order }}", "text": "Your order {{ data.order }} shipped."}
+    await register(client, "teams", template, TEAMS)
+    teams = sim.state("teams")
+    teams.script("b0000002", "rate_limited")
+    teams.script("c0000003", "404")
+    teams.script("d0000004", "400")
+    expected = {
+        TEAMS["ana"]: ("SENT", None),
+        TEAMS["ben"]: ("SENT", None),
+        TEAMS["cid"]: ("FAILED", "permanent"),
+        TEAMS["dan"]: ("FAILED", "poison"),
+    }
+    async with dispatching(service, "teams", TeamsAccount(base_url=sim.url, timeout=5)):
+        for user in TEAMS:
+            await notify(client, "teams", user)
+        await eventually(lambda: settled(service, expected), within=20)
+        assert await suppressed(service) == {("teams", TEAMS["cid"]): "workflow_not_found"}
+
+    by_workflow = {r.address: r.payload for r in teams.received}
+    assert set(by_workflow) == {"a0000001", "b0000002"}
+    [attachment] = by_workflow["a0000001"]["attachments"]
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    card = attachment["content"]
+    assert (card["type"], card["version"]) == ("AdaptiveCard", "1.4")
+    assert [block["text"] for block in card["body"]] == [
+        "Order <42> & co",
+        "Your order <42> & co shipped.",
+    ]
+    assert teams.summary()["duplicates"] == 0

@@ -38,6 +38,7 @@ PROVIDER_PACKAGES = tuple(
         "ses",
         "slack",
         "smtp",
+        "teams",
         "telegram",
         "sparkpost",
         "twilio",

@@ -25,6 +25,7 @@ from tidings.providers.sink import NoopProvider, SinkProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
+from tidings.providers.teams import TeamsAccount, TeamsProvider
 from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
@@ -72,7 +73,8 @@ Account = Annotated[
     | WebPushAccount
     | SlackAccount
     | DiscordAccount
-    | TelegramAccount,
+    | TelegramAccount
+    | TeamsAccount,
     Field(discriminator="kind"),
 ]
 
@@ -123,6 +125,8 @@ def build_provider(
             provider = DiscordProvider(name, account)
         case TelegramAccount():
             provider = TelegramProvider(name, account)
+        case TeamsAccount():
+            provider = TeamsProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

@@ -14,6 +14,7 @@ from tidings.simulator import (  # noqa: F401
     slack,
     smtp,
     sparkpost,
+    teams,
     telegram,
     twilio,
     vonage,

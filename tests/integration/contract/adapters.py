@@ -63,6 +63,7 @@ from tidings.providers.ses import SesAccount, SesProvider
 from tidings.providers.slack import SlackAccount, SlackProvider
 from tidings.providers.smtp import SmtpAccount, SmtpProvider
 from tidings.providers.sparkpost import SparkPostAccount, SparkPostProvider
+from tidings.providers.teams import TeamsAccount, TeamsProvider
 from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
@@ -1459,6 +1460,54 @@ class Telegram(Contract):
     )
 
 
+class Teams(Contract):
+    """A Teams Workflows webhook: the address is the workflow's URL, its signature inside."""
+
+    name, state = "teams", "teams"
+    to = (
+        "https://prod-42.westeurope.logic.azure.com:443/workflows/7f3a9c0d2b1e4f5a8c6d"
+        "/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun"
+        "&sv=1.0&sig=k3yS1gnatureOfTheWorkflow"
+    )
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {"base_url": sim.url, "timeout": 5}
+        return TeamsAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, TeamsAccount)
+        return TeamsProvider("teams-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        return message(Channel.TEAMS, self.to, CHAT)
+
+    def scripted(self, message: Message) -> str:
+        return message.address.split("/workflows/")[1].split("/")[0]
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            # The workflow deleted, or the URL's signature wrong: never used again.
+            Answer("404", Raised(P, "workflow_not_found", effect=SUPPRESS)),
+            Answer("401", Raised(P, "invalid_signature", effect=SUPPRESS)),
+            Answer("409", Raised(P, "workflow_disabled")),
+            Answer("403", Raised(P, "http_403")),
+            Answer("400", Raised(X, "invalid_card")),
+            Answer("500", Raised(T, "http_500")),
+            Answer("502", Raised(T, "http_502")),
+        ),
+        rate_limited=Raised(T, "rate_limited_route", 1.0, says="429"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=NotApplicable(
+            "a Teams account has no credentials: each workflow's URL carries its signature, "
+            "and a wrong one is the 401 answer (suppressed)"
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=NotApplicable("a Teams workflow reports nothing back to its caller"),
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1479,5 +1528,6 @@ PROVIDERS: dict[str, Contract] = {
         SlackWebhook(),
         Discord(),
         Telegram(),
+        Teams(),
     )
 }
