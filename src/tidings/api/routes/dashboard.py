@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
 from tidings.api.auth import PUBLIC, Caller, Scope, keyring_of
-from tidings.api.dashboard import views
+from tidings.api.dashboard import messages, views
 from tidings.api.dashboard.pages import page
 from tidings.api.dashboard.sessions import Session, Sessions, same_origin
 from tidings.api.deps import service_of
@@ -91,7 +91,9 @@ def _forbidden(message: str) -> Response:
     return page("message.html", 403, title="Forbidden", message=message, caller=None)
 
 
-async def _show(request: Request, template: str, load: Load) -> Response:
+async def _show(
+    request: Request, template: str, load: Load, refresh: int | None = REFRESH_SECONDS
+) -> Response:
     """A page for a signed-in viewer; anyone else goes to the sign-in form."""
     session, caller = await _signed_in(request)
     if caller is None:
@@ -111,7 +113,7 @@ async def _show(request: Request, template: str, load: Load) -> Response:
         can_replay=Scope.ADMIN in caller.scopes,
         csrf=sessions.csrf_token(session),
         now=now,
-        refresh=REFRESH_SECONDS,
+        refresh=refresh,
         flash=_replay_flash(request),
         **context,
     )
@@ -149,6 +151,28 @@ async def overview(request: Request) -> Response:
 @router.get("/dead-letters")
 async def dead_letters(request: Request) -> Response:
     return await _show(request, "dead_letters.html", _dead_letters)
+
+
+@router.get("/messages")
+async def messages_page(request: Request) -> Response:
+    """The search of notifications; not reloaded by itself (it would lose the search)."""
+
+    async def load(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
+        query = dict(request.query_params)
+        return {"messages": await messages.messages(service, namespace, query)}
+
+    return await _show(request, "messages.html", load, refresh=None)
+
+
+@router.get("/messages/{notification_id}")
+async def message_page(request: Request, notification_id: uuid.UUID) -> Response:
+    """One notification: each delivery's state and timeline, and a replay of a failed one."""
+
+    async def load(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
+        found = await messages.message(service, namespace, notification_id)
+        return {"found": found, "notification_id": notification_id}
+
+    return await _show(request, "notification.html", load, refresh=None)
 
 
 @router.get("/login")
@@ -224,5 +248,10 @@ async def replay(request: Request, delivery_id: uuid.UUID) -> Response:
     if replayed is deadletters.Replay.REPLAYED:
         log.info("dashboard: %r replayed delivery %s", caller.key_name, delivery_id)
     back = BACK.get(form.get("back", ""), BACK["dead-letters"])
+    if form.get("back") == "message":  # its notification's page, by an id checked here
+        try:
+            back = f"/dashboard/messages/{uuid.UUID(form.get('notification', ''))}"
+        except ValueError:
+            pass
     query = urlencode({"replayed": str(delivery_id), "outcome": outcome})
     return RedirectResponse(f"{back}?{query}", 303)

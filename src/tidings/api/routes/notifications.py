@@ -47,6 +47,7 @@ from tidings.services.notifications import (
     FoundNotification,
     KeyConflict,
     Search,
+    SearchPage,
 )
 from tidings.states import Status
 
@@ -258,6 +259,44 @@ def _moment(value: datetime | None, field: str) -> datetime | None:
     return value
 
 
+def search_of(
+    namespace: str,
+    limit: int,
+    *,
+    user_id: str | None = None,
+    type: str | None = None,
+    status: Status | None = None,
+    channel: Channel | None = None,
+    campaign_id: uuid.UUID | None = None,
+    address: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    after: str | None = None,
+) -> Search:
+    """The search the parameters ask for (the API's and the dashboard's); a Refusal
+    naming the parameter when they contradict each other."""
+    start, end = _moment(start, "from"), _moment(end, "to")
+    if start is not None and end is not None and end <= start:
+        raise Refusal("invalid_request", "to: must be after from", "to")
+    return Search(
+        namespace=namespace,
+        limit=limit,
+        user_id=user_id,
+        type=type,
+        campaign_id=campaign_id,
+        status=status.value if status else None,
+        channel=channel.value if channel else None,
+        address=address,
+        start=start,
+        end=end,
+        before=cursors.identifier(cursors.decode(after, 1)[0]) if after else None,
+    )
+
+
+def next_cursor(page: SearchPage) -> str | None:
+    return cursors.encode(str(page.notifications[-1].id)) if page.more else None
+
+
 @router.get(
     "",
     response_model=NotificationPage,
@@ -281,31 +320,27 @@ async def search_notifications(
     masked). ``address`` is matched exactly as it was sent to (and never shown unmasked);
     ``status``, ``channel`` and ``address`` match a notification with such a delivery;
     ``from`` is included, ``to`` excluded. ``next`` is the cursor of the next page."""
-    start, end = _moment(start, "from"), _moment(end, "to")
-    if start is not None and end is not None and end <= start:
-        raise Refusal("invalid_request", "to: must be after from", "to")
-    search = Search(
-        namespace=caller_of(request).namespace,
-        limit=limit,
+    search = search_of(
+        caller_of(request).namespace,
+        limit,
         user_id=user_id,
         type=type,
+        status=status,
+        channel=channel,
         campaign_id=campaign_id,
-        status=status.value if status else None,
-        channel=channel.value if channel else None,
         address=address,
         start=start,
         end=end,
-        before=cursors.identifier(cursors.decode(after, 1)[0]) if after else None,
+        after=after,
     )
     page = await notifications.search_notifications(service_of(request).db, search)
-    last = page.notifications[-1].id if page.more else None
     return NotificationPage(
-        notifications=[_found_out(found) for found in page.notifications],
-        next=cursors.encode(str(last)) if last else None,
+        notifications=[found_out(found) for found in page.notifications],
+        next=next_cursor(page),
     )
 
 
-def _found_out(found: FoundNotification) -> FoundNotificationOut:
+def found_out(found: FoundNotification) -> FoundNotificationOut:
     return FoundNotificationOut(
         id=found.id,
         type=found.type,
@@ -355,7 +390,7 @@ async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
         locale=found.locale,
         send_at=found.send_at,
         created_at=found.created_at,
-        deliveries=[_delivery_out(d) for d in found.deliveries],
+        deliveries=[delivery_out(d) for d in found.deliveries],
         steps=[
             StepOut.model_validate(step, from_attributes=True)
             for step in await workflows.steps_of(service_of(request).db, found.id)
@@ -364,7 +399,7 @@ async def get_notification(request: Request, notification_id: uuid.UUID) -> Any:
     )
 
 
-def _delivery_out(row: DeliveryRecord) -> DeliveryOut:
+def delivery_out(row: DeliveryRecord) -> DeliveryOut:
     return DeliveryOut(
         id=row.id,
         channel=row.channel,
@@ -381,7 +416,7 @@ def _delivery_out(row: DeliveryRecord) -> DeliveryOut:
         created_at=row.created_at,
         sent_at=row.sent_at,
         updated_at=row.updated_at,
-        history=_history(row),
+        history=history_of(row),
         engagement=(
             Engagement.model_validate(notifications.engagement(row.events), from_attributes=True)
             if row.channel == "email"
@@ -390,7 +425,7 @@ def _delivery_out(row: DeliveryRecord) -> DeliveryOut:
     )
 
 
-def _history(row: DeliveryRecord) -> list[HistoryEntry]:
+def history_of(row: DeliveryRecord) -> list[HistoryEntry]:
     """The row's own timestamps (the happy path writes no events) merged with its events."""
     entries = [HistoryEntry(kind="accepted", at=row.created_at)]
     if row.status == "SKIPPED" and row.skip_reason:
