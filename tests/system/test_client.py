@@ -189,6 +189,32 @@ async def test_async_search_by_user_and_time(server: Server) -> None:
     assert len(everything.notifications) == 2
 
 
+def test_users_imported_listed_and_erased(server: Server) -> None:
+    prefix = unique("imp")
+    users = [(f"{prefix}-{n}", Profile(email=f"{prefix}{n}@example.com")) for n in range(3)]
+    with Client(server.url) as client:
+        imported = client.put_users(users)
+        again = client.put_users(users[:1])
+        first = client.list_users(id_prefix=prefix, limit=2)
+        rest = client.list_users(id_prefix=prefix, limit=2, after=first.next)
+        erased = client.erase_user(users[0][0])
+        left = client.list_users(id_prefix=prefix)
+    assert (imported.created, imported.replaced, again.replaced) == (3, 0, 1)
+    assert [u.id for u in first.users + rest.users] == [u for u, _ in users]
+    assert rest.next is None
+    assert erased.profile and erased.user_id == users[0][0]
+    assert [u.id for u in left.users] == [u for u, _ in users[1:]]
+
+
+async def test_async_users_by_attribute(server: Server) -> None:
+    prefix = unique("attr")
+    pro = Profile(attributes={"plan": "pro"})
+    async with AsyncClient(server.url) as client:
+        await client.put_users([(f"{prefix}-a", pro), (f"{prefix}-b", Profile())])
+        page = await client.list_users(id_prefix=prefix, attribute="plan", equals="pro")
+    assert [u.id for u in page.users] == [f"{prefix}-a"]
+
+
 def test_the_same_business_id_twice_is_one_notification_marked_replayed(server: Server) -> None:
     business_id = unique("order") + ":shipped"
     with Client(server.url) as client:

@@ -48,6 +48,7 @@ from tidings.client.results import (
     ChannelPreview,
     Delivery,
     DryRun,
+    Erased,
     FoundDelivery,
     FoundNotification,
     HistoryEntry,
@@ -59,6 +60,8 @@ from tidings.client.results import (
     Template,
     TemplateUpload,
     User,
+    UserPage,
+    UsersImported,
 )
 from tidings.client.retrying import Backoff
 from tidings.client.sync_client import Client
@@ -85,6 +88,7 @@ __all__ = [
     "Delivery",
     "DryRun",
     "EmailOptions",
+    "Erased",
     "FieldProblem",
     "FoundDelivery",
     "FoundNotification",
@@ -113,5 +117,7 @@ __all__ = [
     "TypeDefinition",
     "UnexpectedAnswer",
     "User",
+    "UserPage",
+    "UsersImported",
     "key_from_business_id",
 ]

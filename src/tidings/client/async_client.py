@@ -34,6 +34,7 @@ from tidings.client.results import (
     CancelResult,
     ChannelPreview,
     DryRun,
+    Erased,
     NotificationPage,
     NotificationStatus,
     NotificationType,
@@ -41,6 +42,8 @@ from tidings.client.results import (
     Template,
     TemplateUpload,
     User,
+    UserPage,
+    UsersImported,
 )
 from tidings.client.retrying import Backoff
 
@@ -245,3 +248,27 @@ class AsyncClient(ClientBase):
 
     async def get_user(self, user_id: str) -> User:
         return await self._run(calls.get_user(user_id))
+
+    async def list_users(
+        self,
+        *,
+        id_prefix: str | None = None,
+        attribute: str | None = None,
+        equals: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> UserPage:
+        """Profiles in id order, by id prefix and by a field or attribute's value."""
+        return await self._run(
+            calls.list_users(
+                id_prefix=id_prefix, attribute=attribute, equals=equals, limit=limit, after=after
+            )
+        )
+
+    async def put_users(self, users: Sequence[tuple[str, Profile]]) -> UsersImported:
+        """Create or replace up to 1,000 profiles, all or none."""
+        return await self._run(calls.put_users(users))
+
+    async def erase_user(self, user_id: str) -> Erased:
+        """Erase a user (GDPR/LGPD): what is theirs deleted, their addresses hashed."""
+        return await self._run(calls.erase_user(user_id))

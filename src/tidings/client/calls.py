@@ -37,6 +37,7 @@ from tidings.client.results import (
     CancelResult,
     ChannelPreview,
     DryRun,
+    Erased,
     NotificationPage,
     NotificationStatus,
     NotificationType,
@@ -44,6 +45,8 @@ from tidings.client.results import (
     Template,
     TemplateUpload,
     User,
+    UserPage,
+    UsersImported,
 )
 from tidings.client.retrying import retry_after
 
@@ -281,3 +284,26 @@ def put_user(user_id: str, profile: Profile) -> Call[User]:
 def get_user(user_id: str) -> Call[User]:
     path = f"/v1/users/{_segment(user_id)}"
     return Call("GET", path, _reading(User.from_wire))
+
+
+def list_users(
+    *,
+    id_prefix: str | None = None,
+    attribute: str | None = None,
+    equals: str | None = None,
+    limit: int = 50,
+    after: str | None = None,
+) -> Call[UserPage]:
+    given = {"idPrefix": id_prefix, "attribute": attribute, "equals": equals}
+    params: dict[str, str | int] = compact({**given, "limit": limit, "after": after})
+    return Call("GET", "/v1/users", _reading(UserPage.from_wire), params=params)
+
+
+def put_users(users: Sequence[tuple[str, Profile]]) -> Call[UsersImported]:
+    body = {"users": [{"id": user_id, **profile.wire()} for user_id, profile in users]}
+    return Call("POST", "/v1/users/batch", _reading(UsersImported.from_wire), body)
+
+
+def erase_user(user_id: str) -> Call[Erased]:
+    path = f"/v1/users/{_segment(user_id)}"
+    return Call("DELETE", path, _reading(Erased.from_wire))

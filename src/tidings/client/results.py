@@ -590,3 +590,62 @@ class User:
             created_at=_at(d["createdAt"]),
             updated_at=_at(d["updatedAt"]),
         )
+
+
+@dataclass(frozen=True)
+class UserPage:
+    """``GET /v1/users``: profiles in id order; pass ``next`` as ``after`` for more."""
+
+    users: tuple[User, ...]
+    next: str | None
+
+    @classmethod
+    def from_wire(cls, d: Json) -> UserPage:
+        return cls(users=tuple(User.from_wire(u) for u in d["users"]), next=d.get("next"))
+
+
+@dataclass(frozen=True)
+class UsersImported:
+    """``POST /v1/users/batch``: how many profiles were created and how many replaced."""
+
+    created: int
+    replaced: int
+
+    @classmethod
+    def from_wire(cls, d: Json) -> UsersImported:
+        return cls(created=d["created"], replaced=d["replaced"])
+
+
+@dataclass(frozen=True)
+class Erased:
+    """``DELETE /v1/users/{id}``: rows deleted, and rows whose addresses became a hash."""
+
+    user_id: str
+    profile: bool
+    devices: int
+    preferences: int
+    topics: int
+    frequency_counters: int
+    inbox_messages: int
+    replies: int
+    deliveries: int
+    events: int
+    notifications: int
+    suppressions: int
+
+    @classmethod
+    def from_wire(cls, d: Json) -> Erased:
+        return cls(
+            user_id=d["userId"],
+            profile=d["profile"],
+            devices=d["devices"],
+            preferences=d["preferences"],
+            topics=d["topics"],
+            frequency_counters=d["frequencyCounters"],
+            inbox_messages=d["inboxMessages"],
+            replies=d["replies"],
+            deliveries=d["deliveries"],
+            events=d["events"],
+            notifications=d["notifications"],
+            suppressions=d["suppressions"],
+        )

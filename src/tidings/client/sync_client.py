@@ -33,6 +33,7 @@ from tidings.client.results import (
     CancelResult,
     ChannelPreview,
     DryRun,
+    Erased,
     NotificationPage,
     NotificationStatus,
     NotificationType,
@@ -40,6 +41,8 @@ from tidings.client.results import (
     Template,
     TemplateUpload,
     User,
+    UserPage,
+    UsersImported,
 )
 from tidings.client.retrying import Backoff
 
@@ -240,3 +243,27 @@ class Client(ClientBase):
 
     def get_user(self, user_id: str) -> User:
         return self._run(calls.get_user(user_id))
+
+    def list_users(
+        self,
+        *,
+        id_prefix: str | None = None,
+        attribute: str | None = None,
+        equals: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> UserPage:
+        """Profiles in id order, by id prefix and by a field or attribute's value."""
+        return self._run(
+            calls.list_users(
+                id_prefix=id_prefix, attribute=attribute, equals=equals, limit=limit, after=after
+            )
+        )
+
+    def put_users(self, users: Sequence[tuple[str, Profile]]) -> UsersImported:
+        """Create or replace up to 1,000 profiles, all or none."""
+        return self._run(calls.put_users(users))
+
+    def erase_user(self, user_id: str) -> Erased:
+        """Erase a user (GDPR/LGPD): what is theirs deleted, their addresses hashed."""
+        return self._run(calls.erase_user(user_id))
