@@ -13,7 +13,7 @@ test:  ## the whole test suite (installs, starts PostgreSQL/Redis when needed)
 test-fast:  ## tests/unit and tests/integration on SQLite only (no lint, no PostgreSQL, no processes); a few minutes
 	scripts/venv.sh
 	scripts/services.sh
-	.venv/bin/pytest -n "$${TIDINGS_TEST_WORKERS:-2}" --dist worksteal --sqlite-only tests/unit tests/integration
+	PYTHONDONTWRITEBYTECODE= .venv/bin/pytest -n "$${TIDINGS_TEST_WORKERS:-2}" --dist worksteal --sqlite-only tests/unit tests/integration
 
 lint:
 	scripts/venv.sh
