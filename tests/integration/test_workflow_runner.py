@@ -226,7 +226,7 @@ async def test_a_dispatcher_runs_the_steps_and_sends_through_the_pipeline(
     ]
 
 
-async def test_cancel_key_needs_a_workflow_and_digests_are_not_run_yet(
+async def test_cancel_key_needs_a_workflow_and_throttles_are_not_run_yet(
     client: httpx.AsyncClient,
 ) -> None:
     plain = {"category": "reminder", "priority": "normal", "channels": ["email", "sms"]}
@@ -236,10 +236,11 @@ async def test_cancel_key_needs_a_workflow_and_digests_are_not_run_yet(
     assert refused.status_code == 422
     assert refused.json()["error"]["field"] == "cancelKey"
 
-    await _workflow_type(client, [{"digest": {"window": "1m"}}, {"send": "email"}])
-    digest = await post(client, _notification())
-    assert digest.status_code == 422
-    assert digest.json()["error"]["code"] == "workflow_not_supported"
+    throttle = {"throttle": {"limit": 1, "window": "1h"}}
+    await _workflow_type(client, [throttle, {"send": "email"}])
+    throttled = await post(client, _notification())
+    assert throttled.status_code == 422
+    assert throttled.json()["error"]["code"] == "workflow_not_supported"
 
 
 async def test_engagement_call_checks_its_input(client: httpx.AsyncClient) -> None:

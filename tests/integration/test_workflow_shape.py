@@ -101,6 +101,11 @@ def test_the_issues_example_parses() -> None:
             "does not compile",
         ),
         (
+            [{"digest": {"window": "1m", "key": "{% for x in y %}{{ x }}{% endfor %}"}}],
+            "workflow.0.digest.key",
+            "no loops",
+        ),
+        (
             [{"digest": {"window": "1m", "max": 0}}, {"send": "email"}],
             "workflow.0.digest.max",
             "1 to",

@@ -22,7 +22,8 @@ from tidings.store import intake as store_intake
 from tidings.store import users
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
-from tidings.workflows.planner import not_runnable, plan
+from tidings.workflows.planner import has_digest, not_runnable, plan
+from tidings.workflows.shape import KeyNotRendered
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,8 @@ async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResu
     drafts = [r for r in results if isinstance(r, NotificationDraft)]
     # Accept-time policy (docs/architecture.md, Policy check order), shared with campaigns.
     await skip_unwanted(service.db, drafts, lambda name: context.types[name].required)
-    for item, result in zip(items, results, strict=True):
-        if isinstance(result, NotificationDraft):  # a workflow's steps hold its deliveries
-            plan(result, context.types[result.type], item.request.cancel_key)
+    _plan_workflows(items, results, context)
+    drafts = [r for r in results if isinstance(r, NotificationDraft)]
     stored = await _store(service, drafts, context.now) if drafts else []
     count_accepted(drafts, stored)  # metrics (intake/observed.py)
     answered = iter(stored)
@@ -71,6 +71,24 @@ async def accept(service: Service, items: Sequence[Submission]) -> list[ItemResu
     return answers
 
 
+def _plan_workflows(
+    items: Sequence[Submission],
+    results: list[ItemResult | NotificationDraft],
+    context: IntakeContext,
+) -> None:
+    """A workflow's steps, holding its deliveries; a digest key that does not render for
+    the notification's data refuses it."""
+    for index, (item, result) in enumerate(zip(items, results, strict=True)):
+        if not isinstance(result, NotificationDraft):
+            continue
+        try:
+            plan(result, context.types[result.type], item.request.cancel_key)
+        except KeyNotRendered as error:
+            results[index] = ItemError(
+                "invalid_data", f"the type's digest key does not render for data: {error}", "data"
+            )
+
+
 def _check_workflow(request: NotificationIn, context: IntakeContext) -> None:
     """A cancel key needs a workflow to cancel; a workflow must be one tidings can run."""
     kind = context.types[request.type]
@@ -79,6 +97,10 @@ def _check_workflow(request: NotificationIn, context: IntakeContext) -> None:
             "invalid_request",
             f"cancelKey applies to a type with a workflow; {request.type!r} has none",
             "cancelKey",
+        )
+    if request.user_id is None and has_digest(kind):
+        raise ItemError(
+            "invalid_request", "a digest collects one user's notifications: give userId", "userId"
         )
     reason = not_runnable(kind)
     if reason is not None:

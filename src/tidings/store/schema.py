@@ -289,7 +289,16 @@ workflow_step = sa.Table(
     sa.Column("deliveries", JSONDoc, nullable=True),
     _ts("created_at", nullable=False),
     _ts("updated_at", nullable=False),
+    # A digest step: its rendered key (made at accept), and the digest it opened or joined.
+    sa.Column("digest_key", sa.String(255), nullable=True),
+    sa.Column("digest_id", sa.Uuid, nullable=True),
     sa.UniqueConstraint("notification_id", "step_index"),
+    sa.Index(
+        "ix_workflow_step_digest_id",
+        "digest_id",
+        postgresql_where=sa.text("digest_id IS NOT NULL"),
+        sqlite_where=sa.text("digest_id IS NOT NULL"),
+    ),
     sa.Index(
         "ix_workflow_step_due",
         "due_at",
@@ -308,6 +317,37 @@ workflow_step = sa.Table(
         "cancel_key",
         postgresql_where=sa.text("cancel_key IS NOT NULL"),
         sqlite_where=sa.text("cancel_key IS NOT NULL"),
+    ),
+)
+
+workflow_digest = sa.Table(
+    "workflow_digest",
+    metadata,
+    # Notifications of one type, user and rendered key collapsed into one (docs/workflows.md):
+    # at most one OPEN per group (the unique index), closed by its leader's step alone.
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(100), nullable=False),
+    sa.Column("type", sa.String(100), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("digest_key", sa.String(255), nullable=False),  # "" without a key
+    # OPEN, CLOSING (full or past its window: its leader closes it), CLOSED.
+    sa.Column("state", sa.String(10), nullable=False),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("max", sa.Integer, nullable=False),
+    # The step of the notification that opened it: it closes it and runs the steps after.
+    sa.Column("leader_step_id", sa.Uuid, nullable=False),
+    _ts("opened_at", nullable=False),
+    _ts("closes_at", nullable=False),
+    _ts("closed_at"),
+    sa.Index(
+        "ix_workflow_digest_open",
+        "namespace",
+        "type",
+        "user_id",
+        "digest_key",
+        unique=True,
+        postgresql_where=sa.text("state = 'OPEN'"),
+        sqlite_where=sa.text("state = 'OPEN'"),
     ),
 )
 

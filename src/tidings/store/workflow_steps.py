@@ -41,6 +41,7 @@ class StepDraft:
     spec: Mapping[str, Any]
     # A send's deliveries: {"id", "channel", "address", "status", "skipReason"}.
     deliveries: list[dict[str, Any]] | None = None
+    digest_key: str | None = None  # a digest's key, rendered for this notification
 
 
 @dataclass(slots=True)
@@ -74,6 +75,7 @@ def step_rows(
             "priority": priority,
             "category": category,
             "deliveries": step.deliveries,
+            "digest_key": step.digest_key,
             "created_at": now,
             "updated_at": now,
         }
@@ -99,6 +101,7 @@ _PG_COLUMNS = {
     "priority": "text",
     "category": "text",
     "deliveries": "jsonb",
+    "digest_key": "text",
 }
 
 
@@ -161,6 +164,9 @@ class ClaimedStep:
     priority: str
     category: str
     deliveries: list[dict[str, Any]] | None
+    namespace: str
+    digest_key: str | None
+    digest_id: uuid.UUID | None
 
 
 _CLAIMED = (
@@ -173,6 +179,9 @@ _CLAIMED = (
     workflow_step.c.priority,
     workflow_step.c.category,
     workflow_step.c.deliveries,
+    workflow_step.c.namespace,
+    workflow_step.c.digest_key,
+    workflow_step.c.digest_id,
 )
 
 
@@ -213,7 +222,10 @@ async def claim_due(
             return []
     async with db.engine.begin() as conn:
         rows = (await conn.execute(claim)).all()
-    return [ClaimedStep(**row._mapping) for row in rows]
+    # RETURNING keeps no order: oldest notification first (the first of a burst opens
+    # its digest).
+    steps = [ClaimedStep(**row._mapping) for row in rows]
+    return sorted(steps, key=lambda step: (step.notification_id, step.step_index))
 
 
 @dataclass(frozen=True, slots=True)

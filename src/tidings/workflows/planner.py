@@ -12,7 +12,7 @@ from tidings.states import Status
 from tidings.store.intake import NotificationDraft
 from tidings.store.types import NotificationType
 from tidings.store.workflow_steps import StepDraft, WorkflowDraft
-from tidings.workflows.shape import Digest, Send, Step, Throttle, parse_workflow
+from tidings.workflows.shape import Digest, Send, Step, Throttle, parse_workflow, render_key
 
 # Parsed once per version of a type (a type's row is replaced on PUT: a new updated_at).
 _PARSED: dict[tuple[str, datetime], list[Step]] = {}
@@ -30,19 +30,24 @@ def steps_of(kind: NotificationType) -> list[Step] | None:
     return _PARSED[key]
 
 
+def has_digest(kind: NotificationType) -> bool:
+    return any(isinstance(step, Digest) for step in steps_of(kind) or [])
+
+
 def not_runnable(kind: NotificationType) -> str | None:
     """Why a notification of ``kind`` cannot be run yet, or None."""
     steps = steps_of(kind) or []
-    if any(isinstance(step, Digest | Throttle) for step in steps):
+    if any(isinstance(step, Throttle) for step in steps):
         return (
-            f"type {kind.name!r} has a digest or throttle step, which this version of "
-            "tidings does not run yet (docs/workflows.md)"
+            f"type {kind.name!r} has a throttle step, which this version of tidings does "
+            "not run yet (docs/workflows.md)"
         )
     return None
 
 
 def plan(draft: NotificationDraft, kind: NotificationType, cancel_key: str | None) -> None:
-    """Attach the steps of ``kind`` to ``draft`` (nothing for a type without a workflow)."""
+    """Attach the steps of ``kind`` to ``draft`` (nothing for a type without a workflow);
+    ``KeyNotRendered`` when a digest's key does not render for its data."""
     steps = steps_of(kind)
     if steps is None:
         return
@@ -52,8 +57,16 @@ def plan(draft: NotificationDraft, kind: NotificationType, cancel_key: str | Non
         held = None
         if isinstance(step, Send):
             held = [_held(asdict(d)) for d in draft.deliveries if d.channel in step.channels]
-        drafts.append(StepDraft(index, _kind(step), dict(raw[index]), held))
+        key = _digest_key(step, draft) if isinstance(step, Digest) else None
+        drafts.append(StepDraft(index, _kind(step), dict(raw[index]), held, key))
     draft.workflow = WorkflowDraft(drafts, cancel_key)
+
+
+def _digest_key(step: Digest, draft: NotificationDraft) -> str:
+    if step.key is None:
+        return ""
+    scope = {**draft.data, "data": draft.data, "user": {"id": draft.user_id}}
+    return render_key(step.key, scope)
 
 
 def _kind(step: Step) -> str:

@@ -9,8 +9,11 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import sqlalchemy as sa
+
 from tidings.priorities import Priority
 from tidings.store.engine import Database
+from tidings.store.workflow_digests import run_digest
 from tidings.store.workflow_steps import (
     ClaimedStep,
     Completion,
@@ -22,7 +25,7 @@ from tidings.store.workflow_steps import (
 )
 from tidings.waiting import sleep_unless
 from tidings.workflows.durations import parse_duration
-from tidings.workflows.shape import Send, Wait, parse_send
+from tidings.workflows.shape import Send, Wait, parse_digest, parse_send
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,9 @@ class StepRunner:
         return len(steps)
 
     async def _run(self, step: ClaimedStep, now: datetime) -> None:
+        if step.kind == "digest" and step.attempts <= MAX_ATTEMPTS:
+            await self._digest(step, now)
+            return
         done = await self._decide(step, now)
         if await complete(self.db, step, done, now) and done.insert_deliveries:
             self.wake(Priority(step.priority))
@@ -97,6 +103,18 @@ class StepRunner:
             return await self._send(step, parse_send(step.spec))
         # Refused at accept (planner.not_runnable); a row of a later version, say.
         return Completion(StepState.FAILED, "unknown_step", ends=True)
+
+    async def _digest(self, step: ClaimedStep, now: datetime) -> None:
+        spec = parse_digest(step.spec)
+        for _ in range(3):
+            try:
+                ran = await run_digest(self.db, step, spec.window, spec.max, now)
+            except sa.exc.IntegrityError:
+                continue  # another runner opened the group's digest just now: join it
+            if ran is not None and ran.action == "closed":
+                log.info("digest %s closed with %d notifications", ran.digest_id, ran.count)
+            return
+        raise RuntimeError("could neither open nor join the group's digest")
 
     async def _send(self, step: ClaimedStep, send: Send) -> Completion:
         unless = send.unless

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from tidings.content.render import TemplateRejected, compile_part
+from tidings.content.render import TEXT, TemplateRejected, compile_part
 from tidings.refusal import Refusal
 from tidings.workflows.durations import DurationError, parse_duration
 
@@ -114,6 +114,11 @@ def parse_send(spec: Mapping[str, Any]) -> Send:
     return _send(0, named, spec.get("unless"), channels)
 
 
+def parse_digest(spec: Mapping[str, Any]) -> Digest:
+    """A stored digest step (checked at PUT already)."""
+    return _digest(0, spec["digest"])
+
+
 def _send(index: int, value: Any, unless: Any, channels: Sequence[str]) -> Send:
     named = [value] if isinstance(value, str) else value
     if not isinstance(named, list) or not named or not all(isinstance(c, str) for c in named):
@@ -195,10 +200,34 @@ def _key(index: int, field: str, value: Any) -> str | None:
             index, field, f"{field} is a template of 1 to {MAX_KEY_CHARS} characters"
         )
     try:
-        compile_part(field, value)
+        part = compile_part(field, value)
     except TemplateRejected as error:
         raise WorkflowProblem(index, field, f"the key template does not compile: {error}") from None
+    if not part.inline:
+        # Rendered at accept, on the event loop: names, attributes, conditions, filters.
+        raise WorkflowProblem(
+            index, field, "a key template has names, conditions and filters, no loops or calls"
+        )
     return value
+
+
+MAX_KEY_OUTPUT = 255  # a rendered key's characters
+
+
+class KeyNotRendered(ValueError):
+    """A key template that does not render for a notification's data."""
+
+
+def render_key(source: str, scope: Mapping[str, Any]) -> str:
+    """The key for one notification (the template was checked at PUT), or
+    ``KeyNotRendered`` saying why."""
+    try:
+        key = compile_part("key", source).render({**TEXT.globals, **scope})
+    except Exception as error:  # StrictUndefined, sandbox, a filter's error
+        raise KeyNotRendered(f"{type(error).__name__}: {error}"[:300]) from None
+    if len(key) > MAX_KEY_OUTPUT:
+        raise KeyNotRendered(f"the key is longer than {MAX_KEY_OUTPUT} characters")
+    return key
 
 
 def _check_order(index: int, step: Step, earlier: Sequence[Step]) -> None:
