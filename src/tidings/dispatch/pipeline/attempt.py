@@ -15,6 +15,7 @@ from tidings.content.render import RenderError
 from tidings.content.variables import template_variables
 from tidings.dispatch.pipeline import observed
 from tidings.dispatch.pipeline.deadlines import Deadlines
+from tidings.dispatch.pipeline.send_starts import Begin
 from tidings.dispatch.pipeline.types import TypeRules
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
@@ -132,9 +133,9 @@ def _ignore(error: BaseException | None) -> None:
     return None
 
 
-# Awaited just before the provider call: None to call it, else why not (the attempt's
-# start could not be recorded, or its lease was lost); the delivery is then given back.
-Begin = Callable[[], Awaitable[str | None]]
+# The account's deactivation guard's verdict on an attempt's outcome
+# (dispatch/protection/guard_outcomes.judged).
+Judge = Callable[[Outcome], Awaitable[Outcome]]
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,12 @@ class Target:
     report: Report = _ignore
     # The account's on_ambiguous is "fail": an ambiguous outcome is never retried.
     at_most_once: bool = False
-    # For such an account: records that the call starts (dispatch/pipeline/send_starts.py), so that
-    # a crash during the call ends the delivery ambiguous instead of sending it again.
+    # For such an account: records that the call starts (dispatch/pipeline/send_starts.py),
+    # so that a crash during the call ends the delivery ambiguous instead of sending it
+    # again; refused (the start not recorded, the lease lost), the delivery is given back.
     begin: Begin | None = None
+    # Judges the deactivation an outcome would make, last of the attempt.
+    judge: Judge | None = None
 
 
 @dataclass(frozen=True)
@@ -184,14 +188,16 @@ class Sender:
         now: datetime,
         profile: UserProfile | None = None,
     ) -> Outcome:
-        """Render, then call the target's provider."""
+        """Render, then call the target's provider; the outcome, judged by the target's
+        deactivation guard when it has one."""
         try:
             message, version = await self.composer.message(claimed, rules, profile)
         except RenderError as error:
-            return Outcome.failed(claimed, FailureKind.POISON, f"template: {error}")
-        outcome = await self._send(claimed, message, rules, target, now)
-        outcome.template_version = version
-        return outcome
+            outcome = Outcome.failed(claimed, FailureKind.POISON, f"template: {error}")
+        else:
+            outcome = await self._send(claimed, message, rules, target, now)
+            outcome.template_version = version
+        return outcome if target.judge is None else await target.judge(outcome)
 
     async def _send(
         self,

@@ -13,25 +13,21 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from tidings import logs
 from tidings.clock import utcnow
 from tidings.dispatch.lanes.progress import LaneProgress
 from tidings.dispatch.pipeline import observed
-from tidings.dispatch.pipeline.attempt import Begin, Sender, Target
+from tidings.dispatch.pipeline.attempt import Sender, Target
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.dispatch.pipeline.send_checks import Checked, SendTimeChecks, precheck
 from tidings.dispatch.pipeline.send_starts import SendStarts
-from tidings.dispatch.pipeline.types import TypeRulebook, TypeRules
+from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.dispatch.protection.deactivation_guard import HELD
 from tidings.dispatch.protection.guard_outcomes import held, judged
 from tidings.dispatch.protection.protection import Protection
-from tidings.dispatch.protection.redis_guards import (
-    Busy,
-    LocalDedup,
-    RedisDedup,
-    SentBefore,
-)
+from tidings.dispatch.protection.redis_guards import Dedup, send_once
 from tidings.priorities import Channel, Priority
 from tidings.providers.chains import ProviderSet
 from tidings.states import Status
@@ -39,7 +35,7 @@ from tidings.store import users
 from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
-from tidings.store.outcomes import Outcome, SendStart, reachable
+from tidings.store.outcomes import Outcome, reachable
 from tidings.store.users import UserProfile
 from tidings.store.wakeup import Wakeup
 
@@ -61,7 +57,7 @@ class LaneContext:
     sender: Sender
     protection: Protection
     cancelled: CancelledCampaigns
-    dedup: LocalDedup | RedisDedup
+    dedup: Dedup
     # Start marks of at-most-once sends, group-committed across the dispatcher's lanes.
     starts: SendStarts
 
@@ -237,19 +233,22 @@ class SendPipeline:
             providers = context.providers
             recorded = providers.recorded_name(account)
             at_most_once = providers.at_most_once(account)
+            name = recorded or account
             target = Target(
                 providers.providers[account],
                 recorded,
                 protection.reporter(account),
                 at_most_once,
-                self._begin(delivery, recorded or account) if at_most_once else None,
+                context.starts.begin(delivery, name, self._started) if at_most_once else None,
+                partial(judged, protection.guard, context.db, delivery, account, rng=context.rng),
             )
+            attempt = partial(context.sender.attempt, delivery, rules, target, profile=profile)
             async with protection.in_flight(account):
                 if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
                     # Cancelled while this waited for its account's bulkhead: not sent.
                     outcome = Outcome.cancelled(delivery)
                 else:
-                    outcome = await self._attempt_once(delivery, rules, target, profile, account)
+                    outcome = await send_once(context.dedup, delivery, attempt)
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt,
             # unless an at-most-once provider call had started (perhaps sent).
@@ -264,52 +263,6 @@ class SendPipeline:
         finally:
             self._started.discard(delivery.id)
         self._put(delivery, outcome)
-
-    def _begin(self, delivery: ClaimedDelivery, account: str) -> Begin:
-        """The start mark of one send (dispatch/pipeline/send_starts.py), awaited by the sender just
-        before the provider call: None to call it, else why not."""
-
-        async def begin() -> str | None:
-            start = SendStart(
-                delivery_id=delivery.id, claimed_attempts=delivery.attempts, account=account
-            )
-            try:
-                if not await self.context.starts.started(start):
-                    return "lease lost"  # claimed again since: that attempt sends
-            except Exception as error:
-                log.warning("recording a send's start failed (%s)", error_name(error))
-                return "start not recorded"
-            self._started.add(delivery.id)
-            return None
-
-        return begin
-
-    async def _attempt_once(
-        self,
-        delivery: ClaimedDelivery,
-        rules: TypeRules,
-        target: Target,
-        profile: UserProfile | None,
-        account: str,
-    ) -> Outcome:
-        """The provider call behind the fleet's dedup key (dispatch/protection/redis_guards.py); a
-        deactivation it would make is judged by the account's deactivation guard."""
-        dedup = self.context.dedup
-        verdict = await dedup.begin(delivery.id, delivery.attempts)
-        now = utcnow()
-        if isinstance(verdict, SentBefore) and not _failed_since(verdict, delivery):
-            return Outcome.already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
-        if isinstance(verdict, Busy):
-            until = now + timedelta(seconds=verdict.seconds)
-            return Outcome.deferred(delivery, until, "sending_elsewhere")
-        outcome = await self.context.sender.attempt(delivery, rules, target, now, profile)
-        guard = self.context.protection.guard
-        outcome = await judged(guard, self.context.db, delivery, account, outcome, self.context.rng)
-        sent = outcome.status is Status.SENT
-        await dedup.finish(
-            delivery.id, (outcome.provider or "", outcome.provider_msg_id) if sent else None
-        )
-        return outcome
 
     async def drain(self, grace: float) -> None:
         """Wait up to ``grace`` seconds for in-flight sends, then cancel (release) the rest."""
@@ -369,11 +322,3 @@ def error_name(error: BaseException) -> str:
 def error_where(error: BaseException) -> str:
     """The innermost frames of its traceback: code locations, none of the error's text."""
     return "".join(traceback.format_tb(error.__traceback__)[-3:])
-
-
-def _failed_since(verdict: SentBefore, delivery: ClaimedDelivery) -> bool:
-    """Whether the send the dedup key remembers is one the provider later failed (its
-    message id is on the row, which a lost outcome never wrote): the key is stale, send."""
-    return delivery.provider_msg_id is not None and (
-        verdict.provider_msg_id == delivery.provider_msg_id
-    )

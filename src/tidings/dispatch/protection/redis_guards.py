@@ -23,14 +23,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from tidings.clock import utcnow
 from tidings.dispatch.protection.breaker import BreakerStatus, CircuitBreaker
 from tidings.dispatch.protection.redis_health import RedisHealth
+from tidings.states import Status
+from tidings.store.claims import ClaimedDelivery
+from tidings.store.outcomes import Outcome
 
 SENT_TTL_SECONDS = 7 * 24 * 3600
 SLOT_POLL_SECONDS = 0.01
@@ -111,6 +116,37 @@ class RedisDedup:
                 await self.client.set(key, f"sent:{sent[0]}:{sent[1] or ''}", ex=SENT_TTL_SECONDS)
         except (RedisError, OSError) as error:
             self.health.failed(error)
+
+
+Dedup = LocalDedup | RedisDedup
+
+
+async def send_once(
+    dedup: Dedup, delivery: ClaimedDelivery, attempt: Callable[[datetime], Awaitable[Outcome]]
+) -> Outcome:
+    """``attempt`` (the provider call), behind the fleet's dedup key: a delivery another
+    attempt sent already gets that send's outcome, one another attempt is sending waits."""
+    verdict = await dedup.begin(delivery.id, delivery.attempts)
+    now = utcnow()
+    if isinstance(verdict, SentBefore) and not _failed_since(verdict, delivery):
+        return Outcome.already_sent(delivery, verdict.provider, verdict.provider_msg_id, now)
+    if isinstance(verdict, Busy):
+        until = now + timedelta(seconds=verdict.seconds)
+        return Outcome.deferred(delivery, until, "sending_elsewhere")
+    outcome = await attempt(now)
+    sent = outcome.status is Status.SENT
+    await dedup.finish(
+        delivery.id, (outcome.provider or "", outcome.provider_msg_id) if sent else None
+    )
+    return outcome
+
+
+def _failed_since(verdict: SentBefore, delivery: ClaimedDelivery) -> bool:
+    """Whether the send the dedup key remembers is one the provider later failed (its
+    message id is on the row, which a lost outcome never wrote): the key is stale, send."""
+    return delivery.provider_msg_id is not None and (
+        verdict.provider_msg_id == delivery.provider_msg_id
+    )
 
 
 def _verdict(value: bytes | str | None, attempt: int, ttl_ms: int) -> Verdict:
