@@ -29,6 +29,9 @@ from tidings.store.schema import delivery
 pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["postgresql"], indirect=True)]
 
 KEY = "SG.fleet-test"
+# A database of the shared Redis for this file alone: the Kafka fleet test uses the same
+# account name, and its rate and in-flight keys must not meet ours when both run at once.
+REDIS_URL = "redis://127.0.0.1:6379/2"
 LIMIT = 40
 # The account's bucket (the default half second's worth: 20 tokens at 40/s). A token bucket
 # lets any window of W seconds hold R * W + C: after a lull (a loaded machine falling
@@ -131,7 +134,7 @@ async def test_two_dispatchers_share_one_limit_through_redis(
     tmp_path: Path,
 ) -> None:
     await accept(client)
-    env = fleet_env(pg_database_url, sim, "redis://127.0.0.1:6379/0")
+    env = fleet_env(pg_database_url, sim, REDIS_URL)
     await _flush_rate_state()
     with tidings_processes(env, tmp_path) as processes:
         processes.start_dispatcher("dispatch-a")
@@ -210,7 +213,7 @@ async def _flush_rate_state() -> None:
     """Start from a full bucket, whatever an earlier test left for this account."""
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+    client = aioredis.Redis.from_url(REDIS_URL)
     try:
         await client.delete("tidings:rate:sendgrid-main")
     finally:

@@ -43,7 +43,8 @@ BURST_SECONDS = 0.5
 # Half what the first version sent: the same mix and kill points in half the CI time.
 COUNTS = {"otp": 1_000, "news": 3_000, "promo": 6_000}
 TOTAL = sum(COUNTS.values())
-REDIS = "redis://127.0.0.1:6379/0"
+# Its own database of the shared Redis (test_fleet_limits.py uses the same account name).
+REDIS = "redis://127.0.0.1:6379/1"
 
 
 @pytest.fixture
@@ -165,8 +166,12 @@ async def test_two_relays_and_three_workers_deliver_each_once(
         assert all(p.is_running() for p in fleet.values())
     received = check_the_limit(sim)
     assert len(received) == TOTAL, "lost at the provider"
-    repeated = sorted(address for address, times in received.items() if times > 1)
-    assert not repeated, await _histories(service, repeated[:5])
+    repeated = {address for address, times in received.items() if times > 1}
+    # Nothing is killed, so the only repeat allowed is the documented one: a send whose
+    # answer never came (a runner loaded enough for the simulator to miss the timeout),
+    # retried as "perhaps sent". A repeat without that in its history is a bug.
+    unknown = await _addresses_perhaps_sent(service)
+    assert repeated <= unknown, await _histories(service, sorted(repeated - unknown)[:5])
     # Every ticket found its row: none waited out its queue lease.
     assert not await _addresses_with_event(service, "queue_expired")
 
