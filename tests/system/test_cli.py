@@ -25,6 +25,7 @@ COMMANDS = [
     "simulate",
     "providers",
     "campaign",
+    "cancel",
 ]
 
 
@@ -119,6 +120,7 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         table = run_cli("status", notification_id, "--url", base, cwd=tmp_path, env=env)
         assert "SENT" in table.stdout and "b***@example.com" in table.stdout
 
+        await _cancel_a_workflow(base, tmp_path, env)
         _apply_templates_from_files(tmp_path, base, env)
         shown = run_cli("providers", "--url", base, cwd=tmp_path, env=env)
         assert shown.returncode == 0, shown.stdout + shown.stderr
@@ -138,6 +140,39 @@ async def test_serve_sends_a_curl_posted_notification_to_the_outbox(tmp_path: Pa
         assert refused.returncode == 1
         assert "unknown_type" in refused.stdout
         assert server.stop() == 0
+
+
+async def _cancel_a_workflow(base: str, tmp_path: Path, env: dict[str, str]) -> None:
+    """`tidings send --cancel-key`, then `tidings cancel`: the count, once."""
+    kind = {
+        "category": "reminder",
+        "priority": "normal",
+        "channels": ["email"],
+        "workflow": [{"wait": "1h"}, {"send": "email"}],
+    }
+    async with httpx.AsyncClient(base_url=base) as client:
+        assert (await client.put("/v1/types/pay.reminder", json=kind)).status_code == 201
+        template = {"subject": "Pay", "text": "Please pay."}
+        url = "/v1/templates/pay.reminder/email/en"
+        assert (await client.put(url, json=template)).status_code == 201
+    sent = run_cli(
+        "send",
+        "--type",
+        "pay.reminder",
+        "--email",
+        "bob@example.com",
+        "--cancel-key",
+        "invoice-9",
+        "--url",
+        base,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    first = run_cli("cancel", "invoice-9", "--url", base, cwd=tmp_path, env=env)
+    assert (first.returncode, first.stdout.strip()) == (0, "1"), first.stderr
+    again = run_cli("cancel", "invoice-9", "--url", base, cwd=tmp_path, env=env)
+    assert again.stdout.strip() == "0"
 
 
 def _apply_templates_from_files(tmp_path: Path, base: str, env: dict[str, str]) -> None:

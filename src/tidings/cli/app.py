@@ -41,6 +41,7 @@ for command in (
 app.command("webhook-secret", cls=Command)(webhook_secret)
 app.command(cls=Command)(calls.send)
 app.command(cls=Command)(calls.status)
+app.command(cls=Command)(calls.cancel)
 app.command(cls=Command)(calls.providers)
 app.command("simulate", cls=Command)(simulate)
 

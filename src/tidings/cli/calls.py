@@ -33,6 +33,10 @@ def send(
     key: Annotated[
         str | None, typer.Option(metavar="KEY", help="Idempotency key [default: random].")
     ] = None,
+    cancel_key: Annotated[
+        str | None,
+        typer.Option(metavar="KEY", help="A workflow's cancel key (see `tidings cancel`)."),
+    ] = None,
     url: UrlOption = "http://127.0.0.1:8000",
 ) -> None:
     """Send one notification through a running API and print its id."""
@@ -42,13 +46,32 @@ def send(
         fail(f"--data is not valid JSON: {error}")
         return
     to = {k: v for k, v in (("email", email), ("phone", phone)) if v}
-    optional = {"userId": user, "to": to or None, "channels": channel, "priority": priority}
+    optional = {
+        "userId": user,
+        "to": to or None,
+        "channels": channel,
+        "priority": priority,
+        "cancelKey": cancel_key,
+    }
     payload.update({k: v for k, v in optional.items() if v})
     headers = {"Idempotency-Key": key or str(uuid.uuid4())}
     response = http_request("POST", f"{url}/v1/notifications", json=payload, headers=headers)
     if response.status_code != 202:
         fail(error_text(response))
     print(response.json()["id"])
+
+
+def cancel(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The notifications' cancelKey.")],
+    url: UrlOption = "http://127.0.0.1:8000",
+) -> None:
+    """End the workflow steps not yet run of the notifications sent with this cancel key
+    (docs/workflows.md); print how many notifications had one."""
+    body = {"cancelKey": key}
+    response = http_request("POST", f"{url}/v1/notifications/cancel", json=body)
+    if response.status_code != 200:
+        fail(error_text(response))
+    print(response.json()["cancelled"])
 
 
 def status(
