@@ -1,20 +1,24 @@
-"""The dashboard's Messages pages (issue 29): the search of notifications and a message's
-timeline with its replay, in process and in a real browser (Debian's chromium, Playwright),
-which saves docs/console-messages.png and docs/console-message.png with UPDATE_SCREENSHOT=1."""
+"""The dashboard's Messages pages and filtered dead letters (issue 29): the search of
+notifications, a message's timeline with its replay, dead letters filtered and replayed in
+bulk after a confirmation saying how many; in process and in a real browser (Debian's
+chromium, Playwright), which saves docs/console-*.png with UPDATE_SCREENSHOT=1."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import httpx
+import sqlalchemy as sa
 from fastapi import FastAPI
 from playwright.async_api import Page, async_playwright, expect
 
-from tests.helpers import post
+from tests.helpers import post, put_type
 from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tests.system.test_dashboard import (
+    CSRF,
     VIEWPORT,
     add_key,
     browser,
@@ -27,6 +31,7 @@ from tests.system.test_dashboard import (
 )
 from tidings.api.app import create_app
 from tidings.service import Service
+from tidings.store.schema import delivery
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -61,6 +66,43 @@ async def test_the_messages_page_searches_and_refuses_bad_fields(service: Servic
         assert "No notification" in missing.text
 
 
+async def test_dead_letters_filtered_and_replayed_in_bulk(service: Service) -> None:
+    app: FastAPI = create_app(service)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as api:
+        await put_type(api, "greeting", channels=("email",))
+        failed = [
+            (await post(api, {"type": "greeting", "to": {"email": f"a{n}@example.com"}})).json()
+            for n in range(3)
+        ]
+    async with service.db.engine.begin() as conn:  # failed for good, as a poisoned send ends
+        ids = [uuid.UUID(n["deliveries"][0]["id"]) for n in failed]
+        failure = {"status": "FAILED", "failure_kind": "poison", "last_error": "template"}
+        await conn.execute(sa.update(delivery).where(delivery.c.id.in_(ids)).values(failure))
+    admin = await add_key(app, "ops", "admin", "read")
+    async with browser(app) as client:
+        await sign_in(client, admin)
+        page = await client.get("/dashboard/dead-letters", params={"type": "greeting"})
+        assert "3 matching" in page.text and "Replay all 3" in page.text
+        assert "setInterval" not in page.text  # a filtered page is not reloaded by itself
+        none = await client.get("/dashboard/dead-letters", params={"type": "other"})
+        assert "0 matching" in none.text and "data-delivery=" not in none.text
+        bad = await client.get("/dashboard/dead-letters", params={"from": "2026-12-01T00:00"})
+        assert "give a time zone" in bad.text
+        confirm = await client.get("/dashboard/dead-letters/replay", params={"type": "greeting"})
+        assert "Replay <b>3</b> dead letters" in confirm.text
+        token = CSRF.search(confirm.text)
+        assert token is not None
+        form = {"csrf": token.group(1), "type": "greeting"}
+        done = await client.post("/dashboard/dead-letters/replay", data=form)
+        assert done.status_code == 303
+        shown = await client.get(done.headers["location"])
+        assert "Replayed 3 dead letters" in shown.text
+        assert all(f'data-delivery="{d}"' not in shown.text for d in ids)
+        forged = await client.post("/dashboard/dead-letters/replay", data={"type": "greeting"})
+        assert forged.status_code == 403
+
+
 async def search_and_replay(page: Page, base: str, admin: str, ids: dict[str, str]) -> None:
     await sign_in_page(page, base, admin)
     await page.click("text=Messages")
@@ -87,6 +129,20 @@ async def search_and_replay(page: Page, base: str, admin: str, ids: dict[str, st
     await expect(delivery.locator("tr[data-kind='replayed']")).to_be_visible()
 
 
+async def bulk_replay(page: Page, base: str, ids: dict[str, str]) -> None:
+    """Filter the dead letters by error, ask to replay them all, confirm the count."""
+    await page.goto(f"{base}/dashboard/dead-letters")
+    await page.fill("input[name=error]", "UndefinedError")
+    await page.click("button:has-text('Filter')")
+    await expect(page.locator("#matching")).to_contain_text("2 matching")
+    await page.screenshot(path=ids["dead_png"], full_page=True)
+    await page.click("#bulk")
+    await expect(page.locator("#confirm-count")).to_contain_text("Replay 2 dead letters")
+    await page.get_by_role("button", name="Replay 2").click()
+    await expect(page.get_by_role("status")).to_contain_text("Replayed 2 dead letters")
+    await expect(page.locator("#matching")).to_contain_text("0 matching")
+
+
 async def test_search_a_message_and_replay_it_in_a_real_browser(tmp_path: Path) -> None:
     executable = chromium_or_skip()
     port, env = free_port(), tidings_env()
@@ -99,21 +155,24 @@ async def test_search_a_message_and_replay_it_in_a_real_browser(tmp_path: Path) 
         await wait_ready(base, server)
         headers = {"Authorization": f"Bearer {setup}"}
         async with httpx.AsyncClient(base_url=base, headers=headers) as api:
-            ((notification_id, delivery_id),) = await poisoned_and_fixed(api, 1)
+            (notification_id, delivery_id), *_ = await poisoned_and_fixed(api, 3)
         ids = {
             "notification": notification_id,
             "delivery": delivery_id,
             "messages_png": str(tmp_path / "console-messages.png"),
             "message_png": str(tmp_path / "console-message.png"),
+            "dead_png": str(tmp_path / "console-dead-letters.png"),
         }
         async with async_playwright() as playwright:
             chromium = await playwright.chromium.launch(executable_path=executable)
             try:
                 page = await chromium.new_page(viewport=VIEWPORT)
                 await search_and_replay(page, base, admin, ids)
+                await bulk_replay(page, base, ids)
             finally:
                 await chromium.close()
         assert server.stop() == 0
     if os.environ.get("UPDATE_SCREENSHOT"):
         shutil.copy(ids["messages_png"], DOCS / "console-messages.png")
         shutil.copy(ids["message_png"], DOCS / "console-message.png")
+        shutil.copy(ids["dead_png"], DOCS / "console-dead-letters.png")

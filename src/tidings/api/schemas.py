@@ -44,6 +44,7 @@ from tidings.intake.requests import (
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.webpush.subscription import looks_like_subscription
 from tidings.providers.webpush.subscription import parse as parse_subscription
+from tidings.states import FailureKind
 from tidings.workflows.shape import MAX_STEPS
 
 
@@ -512,6 +513,22 @@ class PreferencesOut(ApiModel):
     quiet_hours: QuietHours | None
     timezone: str | None
     locale: str | None
+
+
+class BulkReplayIn(ApiModel):
+    """The dead letters to replay: as GET /v1/dead-letters filters them."""
+
+    kind: list[FailureKind] | None = Field(default=None, max_length=10)
+    type: str | None = Field(default=None, min_length=1, max_length=100)
+    error: str | None = Field(default=None, min_length=1, max_length=200)
+    since: datetime | None = Field(default=None, alias="from")
+    until: datetime | None = Field(default=None, alias="to")
+    limit: int = Field(default=1000, ge=1, le=1000)
+
+
+class BulkReplayed(ApiModel):
+    replayed: int = Field(description="PENDING again, with fresh attempts")
+    changed: int = Field(description="matched, but no longer FAILED when their turn came")
 
 
 class DeadLetter(ApiModel):

@@ -36,23 +36,63 @@ class DeadLetter:
     failed_at: datetime
 
 
+@dataclass(frozen=True)
+class DeadFilter:
+    """Which dead letters: their kinds, and optionally their notification's type, a text
+    in their last error, and when they failed (``since`` included, ``until`` excluded)."""
+
+    kinds: Collection[str] = DEAD_KINDS
+    type: str | None = None
+    error: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def _matching(namespace: str, found: DeadFilter) -> list[sa.ColumnElement[bool]]:
+    conditions = [
+        delivery.c.status == Status.FAILED.value,
+        delivery.c.failure_kind.in_(list(found.kinds)),
+        notification.c.namespace == namespace,
+    ]
+    if found.type is not None:
+        conditions.append(notification.c.type == found.type)
+    if found.error is not None:
+        conditions.append(delivery.c.last_error.contains(found.error, autoescape=True))
+    if found.since is not None:
+        conditions.append(delivery.c.updated_at >= found.since)
+    if found.until is not None:
+        conditions.append(delivery.c.updated_at < found.until)
+    return conditions
+
+
+def _joined(*columns: Any) -> sa.Select[Any]:
+    return sa.select(*columns).join(notification, notification.c.id == delivery.c.notification_id)
+
+
 async def list_dead(
-    db: Database, namespace: str, kinds: Collection[str] = DEAD_KINDS, limit: int = 100
+    db: Database,
+    namespace: str,
+    kinds: Collection[str] = DEAD_KINDS,
+    limit: int = 100,
+    found: DeadFilter | None = None,
 ) -> list[DeadLetter]:
-    """The newest failed deliveries of those kinds, of notifications in ``namespace``."""
+    """The newest failed deliveries of those kinds (or matching ``found``), of
+    notifications in ``namespace``."""
+    found = found or DeadFilter(kinds)
     query = (
-        sa.select(delivery)
-        .join(notification, notification.c.id == delivery.c.notification_id)
-        .where(
-            delivery.c.status == Status.FAILED.value,
-            delivery.c.failure_kind.in_(list(kinds)),
-            notification.c.namespace == namespace,
-        )
+        _joined(delivery)
+        .where(*_matching(namespace, found))
         .order_by(delivery.c.updated_at.desc())
         .limit(limit)
     )
     async with db.engine.connect() as conn:
         return [_dead_letter(row) for row in await conn.execute(query)]
+
+
+async def count_dead(db: Database, namespace: str, found: DeadFilter) -> int:
+    query = _joined(sa.func.count()).where(*_matching(namespace, found))
+    async with db.engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
 
 
 def _dead_letter(row: Any) -> DeadLetter:

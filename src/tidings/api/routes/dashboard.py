@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
 from tidings.api.auth import PUBLIC, Caller, Scope, keyring_of
-from tidings.api.dashboard import messages, views
+from tidings.api.dashboard import dead_letter_filters, messages, views
 from tidings.api.dashboard.pages import page
 from tidings.api.dashboard.sessions import Session, Sessions, same_origin
 from tidings.api.deps import service_of
@@ -124,6 +124,10 @@ async def _show(
 
 def _replay_flash(request: Request) -> str | None:
     """The message of the replay that redirected here."""
+    bulk, changed = request.query_params.get("bulk", ""), request.query_params.get("changed", "")
+    if bulk.isdigit() and changed.isdigit():
+        also = f" ({changed} had changed meanwhile and were left)" if int(changed) else ""
+        return f"Replayed {int(bulk)} dead letters: PENDING again, with fresh attempts{also}."
     outcome = REPLAY_OUTCOMES.get(request.query_params.get("outcome", ""))
     try:
         delivery_id = uuid.UUID(request.query_params.get("replayed", ""))
@@ -138,11 +142,6 @@ async def _overview(service: Service, namespace: str, now: datetime) -> dict[str
     return {"overview": found, "peak": peak}
 
 
-async def _dead_letters(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
-    found = await views.dead_letters(service, namespace, views.PAGE_DEAD_LETTERS)
-    return {"dead_letters": found, "limit": views.PAGE_DEAD_LETTERS}
-
-
 @router.get("")
 async def overview(request: Request) -> Response:
     return await _show(request, "overview.html", _overview)
@@ -150,7 +149,46 @@ async def overview(request: Request) -> Response:
 
 @router.get("/dead-letters")
 async def dead_letters(request: Request) -> Response:
-    return await _show(request, "dead_letters.html", _dead_letters)
+    """The newest dead letters, filtered by type, kind, error and time; reloaded by itself
+    only when unfiltered (a reload would lose the filter)."""
+    query = dict(request.query_params)
+
+    async def load(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
+        found = await dead_letter_filters.filtered(service, namespace, query)
+        return {"dead_letters": found.rows, "filtered": found, "limit": views.PAGE_DEAD_LETTERS}
+
+    plain = not any(query.get(name) for name in dead_letter_filters.FIELDS)
+    return await _show(request, "dead_letters.html", load, REFRESH_SECONDS if plain else None)
+
+
+@router.get("/dead-letters/replay")
+async def confirm_bulk_replay(request: Request) -> Response:
+    """The confirmation of a bulk replay: how many dead letters the filter matches now."""
+    query = dict(request.query_params)
+
+    async def load(service: Service, namespace: str, _now: datetime) -> dict[str, Any]:
+        return {"filtered": await dead_letter_filters.filtered(service, namespace, query)}
+
+    return await _show(request, "dead_letters_confirm.html", load, refresh=None)
+
+
+@router.post("/dead-letters/replay")
+async def bulk_replay(request: Request) -> Response:
+    """POST /v1/dead-letters/replay, from the confirmation's form of an admin's session."""
+    session, caller = await _signed_in(request)
+    form = await _form(request)
+    if caller is None or not _posted_here(request, session, form):
+        return _forbidden("The form expired or came from another site: reload the page.")
+    if Scope.ADMIN not in caller.scopes:
+        return _forbidden(f"Replaying needs the admin scope; the key {caller.key_name!r} lacks it.")
+    asked, found = dead_letter_filters.parse(form)
+    if isinstance(found, str):
+        return _forbidden(f"The filter is not valid: {found}")
+    service = service_of(request)
+    replayed, changed = await deadletters.replay_matching(service, caller.namespace, found)
+    log.info("dashboard: %r replayed %d dead letters in bulk", caller.key_name, replayed)
+    query = urlencode({**asked, "bulk": replayed, "changed": changed})
+    return RedirectResponse(f"/dashboard/dead-letters?{query}", 303)
 
 
 @router.get("/messages")
