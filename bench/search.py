@@ -3,7 +3,7 @@ PostgreSQL database holding 10M deliveries on day partitions.
 
 A scratch database, migrated (day partitions, the default), filled by SQL (not the API):
 ``--deliveries / 2`` notifications spread evenly over the past ``--days`` days, each with an
-email and an SMS delivery (every 50th FAILED, the rest SENT), for ``--users`` users (so
+email and an SMS delivery (about 1 in 43 FAILED, the rest SENT), for ``--users`` users (so
 each user has about ``deliveries / 2 / users`` notifications across every day), then
 VACUUM ANALYZE. ``--keep`` reuses a database already filled with the same numbers.
 
@@ -136,6 +136,54 @@ async def _fill(db: Database, args: argparse.Namespace) -> None:
     print(f"filled and vacuumed in {time.monotonic() - started:.0f} s", flush=True)
 
 
+# The route's two statements for a user's last 50 in PL/pgSQL (whose static statements keep
+# their plans, as a prepared statement does), timed in the server: what the database takes,
+# without the client's process, its event loop or the network.
+_SERVER_SIDE = """
+CREATE OR REPLACE FUNCTION bench_last_50(who text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE page uuid[]; found integer;
+BEGIN
+    SELECT array_agg(id) INTO page FROM (
+        SELECT id FROM notification WHERE namespace = 'default' AND user_id = who
+        ORDER BY id DESC LIMIT 51) AS newest;
+    SELECT count(*) INTO found FROM unnest(page) AS n(id)
+        CROSS JOIN LATERAL (SELECT * FROM delivery WHERE notification_id = n.id) AS d;
+    RETURN found;
+END $$
+"""
+_SERVER_TIMES = """
+CREATE TEMP TABLE IF NOT EXISTS bench_times (ms double precision);
+TRUNCATE bench_times;
+DO $$
+DECLARE began timestamptz; n integer;
+BEGIN
+    FOR n IN 1..{samples} LOOP
+        began := clock_timestamp();
+        PERFORM bench_last_50('user-' || floor(random() * {users})::int);
+        INSERT INTO bench_times VALUES (
+            extract(epoch FROM clock_timestamp() - began) * 1000);
+    END LOOP;
+END $$
+"""
+
+
+async def server_side(url: str, args: argparse.Namespace) -> str:
+    """A user's last 50 timed inside PostgreSQL: p50, p99 and the slowest, in ms."""
+    db = connect(url)
+    try:
+        async with db.asyncpg() as conn:
+            await conn.execute(_SERVER_SIDE)
+            await conn.execute(_SERVER_TIMES.format(samples=50, users=args.users))  # warm-up
+            await conn.execute(_SERVER_TIMES.format(samples=args.samples, users=args.users))
+            row = await conn.fetchrow(
+                "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
+                "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms) FROM bench_times"
+            )
+    finally:
+        await db.dispose()
+    return f"{row[0]:.1f} | {row[1]:.1f} | {row[2]:.1f}"
+
+
 def _figures(samples: list[float]) -> str:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -218,6 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--days", type=int, default=30, help="past days the rows spread over [30]")
     add("--samples", type=int, default=1_000, help="searches per measurement [1,000]")
     add("--keep", action="store_true", help="reuse a database already filled alike")
+    add("--server-only", action="store_true", help="only the timing inside PostgreSQL")
     add("--database", default="tidings_bench_search", help="the scratch database")
     add("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     return parser
@@ -227,8 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     started = time.monotonic()
     url = asyncio.run(prepare(args.admin_url, args.database, args))
+    inside = asyncio.run(server_side(url, args))
+    print(f"a user's last 50, inside PostgreSQL (p50 | p99 | max ms): {inside}", flush=True)
+    if args.server_only:
+        return 0
     rows = asyncio.run(measure(url, args))
     print(table(rows))
+    print(f"a user's last 50, inside PostgreSQL (p50 | p99 | max ms): {inside}")
     print(f"\n{time.monotonic() - started:.0f} s in all")
     return 0
 
