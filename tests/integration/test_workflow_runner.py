@@ -4,6 +4,7 @@ cancellation by key and the engagement call; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -226,7 +227,7 @@ async def test_a_dispatcher_runs_the_steps_and_sends_through_the_pipeline(
     ]
 
 
-async def test_cancel_key_needs_a_workflow_and_throttles_are_not_run_yet(
+async def test_cancel_key_needs_a_workflow_and_a_throttle_a_user(
     client: httpx.AsyncClient,
 ) -> None:
     plain = {"category": "reminder", "priority": "normal", "channels": ["email", "sms"]}
@@ -238,9 +239,9 @@ async def test_cancel_key_needs_a_workflow_and_throttles_are_not_run_yet(
 
     throttle = {"throttle": {"limit": 1, "window": "1h"}}
     await _workflow_type(client, [throttle, {"send": "email"}])
-    throttled = await post(client, _notification())
-    assert throttled.status_code == 422
-    assert throttled.json()["error"]["code"] == "workflow_not_supported"
+    anonymous = await post(client, _notification())
+    assert anonymous.status_code == 422
+    assert anonymous.json()["error"]["field"] == "userId"
 
 
 async def test_engagement_call_checks_its_input(client: httpx.AsyncClient) -> None:
@@ -263,3 +264,31 @@ async def test_a_type_without_workflow_is_sent_at_once(client: httpx.AsyncClient
     body = await _read(client, notification_id)
     assert _channels(body) == ["email", "sms"]
     assert body["steps"] is None
+
+
+async def test_a_throttle_lets_the_limit_through_per_user_and_key(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    throttle = {"throttle": {"limit": 2, "window": "1h", "key": "{{ invoice }}"}}
+    await _workflow_type(client, [throttle, {"send": "email"}])
+
+    async def accepted(user: str, invoice: int) -> str:
+        return await _accepted(client, userId=user, data={"invoice": invoice})
+
+    ana_7 = [await accepted("ana", 7) for _ in range(4)]
+    ana_8 = await accepted("ana", 8)
+    bob_7 = await accepted("bob", 7)
+    runners = [_runner(service) for _ in range(3)]  # racing for the same group
+    for _ in range(3):
+        await asyncio.gather(*(runner.round() for runner in runners))
+    sent = [len((await _read(client, i))["deliveries"]) for i in ana_7]
+    assert sorted(sent) == [0, 0, 1, 1]
+    for notification_id in ana_7:
+        body = await _read(client, notification_id)
+        if not body["deliveries"]:
+            assert [(s["state"], s["skipReason"]) for s in body["steps"]] == [
+                ("SKIPPED", "throttled"),
+                ("SKIPPED", "throttled"),
+            ]
+    assert _channels(await _read(client, ana_8)) == ["email"]
+    assert _channels(await _read(client, bob_7)) == ["email"]

@@ -22,7 +22,7 @@ from tidings.store import intake as store_intake
 from tidings.store import users
 from tidings.store.db_errors import unstorable
 from tidings.store.intake import AcceptResult, NotificationDraft
-from tidings.workflows.planner import has_digest, not_runnable, plan
+from tidings.workflows.planner import groups_by_user, plan
 from tidings.workflows.shape import KeyNotRendered
 
 log = logging.getLogger(__name__)
@@ -85,12 +85,12 @@ def _plan_workflows(
             plan(result, context.types[result.type], item.request.cancel_key)
         except KeyNotRendered as error:
             results[index] = ItemError(
-                "invalid_data", f"the type's digest key does not render for data: {error}", "data"
+                "invalid_data", f"the type's workflow key does not render for data: {error}", "data"
             )
 
 
 def _check_workflow(request: NotificationIn, context: IntakeContext) -> None:
-    """A cancel key needs a workflow to cancel; a workflow must be one tidings can run."""
+    """A cancel key needs a workflow to cancel; a digest or throttle, a user."""
     kind = context.types[request.type]
     if kind.workflow is None and request.cancel_key is not None:
         raise ItemError(
@@ -98,13 +98,12 @@ def _check_workflow(request: NotificationIn, context: IntakeContext) -> None:
             f"cancelKey applies to a type with a workflow; {request.type!r} has none",
             "cancelKey",
         )
-    if request.user_id is None and has_digest(kind):
+    if request.user_id is None and groups_by_user(kind):
         raise ItemError(
-            "invalid_request", "a digest collects one user's notifications: give userId", "userId"
+            "invalid_request",
+            "a digest or throttle counts one user's notifications: give userId",
+            "userId",
         )
-    reason = not_runnable(kind)
-    if reason is not None:
-        raise ItemError("workflow_not_supported", reason, "type")
 
 
 async def _store(

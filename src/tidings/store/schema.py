@@ -351,6 +351,19 @@ workflow_digest = sa.Table(
     ),
 )
 
+workflow_throttle = sa.Table(
+    "workflow_throttle",
+    metadata,
+    # A throttle step's group (docs/workflows.md): when its notifications passed, within
+    # the longest window seen; the row is locked while one is judged.
+    sa.Column("namespace", sa.String(100), primary_key=True),
+    sa.Column("type", sa.String(100), primary_key=True),
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("throttle_key", sa.String(255), primary_key=True),
+    sa.Column("passed", JSONDoc, nullable=False),  # ISO 8601 UTC times, oldest first
+    _ts("updated_at", nullable=False),
+)
+
 user_profile = sa.Table(
     "user_profile",
     metadata,

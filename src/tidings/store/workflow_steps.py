@@ -244,6 +244,14 @@ async def complete(db: Database, step: ClaimedStep, done: Completion, now: datet
     """Write the step's end under its fence (RUNNING with the claimed attempts), and in the
     same transaction its deliveries and the next step's due time. False: the fence failed
     (the lease was lost and the step claimed again, or it was cancelled): nothing written."""
+    async with db.engine.begin() as conn:
+        return await complete_in(conn, step, done, now)
+
+
+async def complete_in(
+    conn: AsyncConnection, step: ClaimedStep, done: Completion, now: datetime
+) -> bool:
+    """``complete`` inside the caller's transaction."""
     fenced = (
         sa.update(workflow_step)
         .where(
@@ -259,13 +267,23 @@ async def complete(db: Database, step: ClaimedStep, done: Completion, now: datet
             updated_at=now,
         )
     )
-    async with db.engine.begin() as conn:
-        if (await conn.execute(fenced)).rowcount != 1:
-            return False
-        if done.insert_deliveries and step.deliveries:
-            await conn.execute(sa.insert(delivery), _delivery_rows(step, now))
-        if not done.ends:
-            await conn.execute(_next_step(step, done.next_due or now, now))
+    if (await conn.execute(fenced)).rowcount != 1:
+        return False
+    if done.insert_deliveries and step.deliveries:
+        await conn.execute(sa.insert(delivery), _delivery_rows(step, now))
+    if done.ends:
+        # Nothing after it runs (a throttled notification, a failed step).
+        await conn.execute(
+            sa.update(workflow_step)
+            .where(
+                workflow_step.c.notification_id == step.notification_id,
+                workflow_step.c.step_index > step.step_index,
+                workflow_step.c.state == StepState.WAITING.value,
+            )
+            .values(state=StepState.SKIPPED.value, skip_reason=done.skip_reason, updated_at=now)
+        )
+    else:
+        await conn.execute(_next_step(step, done.next_due or now, now))
     return True
 
 

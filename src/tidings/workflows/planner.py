@@ -30,24 +30,14 @@ def steps_of(kind: NotificationType) -> list[Step] | None:
     return _PARSED[key]
 
 
-def has_digest(kind: NotificationType) -> bool:
-    return any(isinstance(step, Digest) for step in steps_of(kind) or [])
-
-
-def not_runnable(kind: NotificationType) -> str | None:
-    """Why a notification of ``kind`` cannot be run yet, or None."""
-    steps = steps_of(kind) or []
-    if any(isinstance(step, Throttle) for step in steps):
-        return (
-            f"type {kind.name!r} has a throttle step, which this version of tidings does "
-            "not run yet (docs/workflows.md)"
-        )
-    return None
+def groups_by_user(kind: NotificationType) -> bool:
+    """Whether a step of ``kind`` counts a user's notifications (a digest, a throttle)."""
+    return any(isinstance(step, Digest | Throttle) for step in steps_of(kind) or [])
 
 
 def plan(draft: NotificationDraft, kind: NotificationType, cancel_key: str | None) -> None:
     """Attach the steps of ``kind`` to ``draft`` (nothing for a type without a workflow);
-    ``KeyNotRendered`` when a digest's key does not render for its data."""
+    ``KeyNotRendered`` when a digest's or throttle's key does not render for its data."""
     steps = steps_of(kind)
     if steps is None:
         return
@@ -57,12 +47,12 @@ def plan(draft: NotificationDraft, kind: NotificationType, cancel_key: str | Non
         held = None
         if isinstance(step, Send):
             held = [_held(asdict(d)) for d in draft.deliveries if d.channel in step.channels]
-        key = _digest_key(step, draft) if isinstance(step, Digest) else None
+        key = _group_key(step, draft) if isinstance(step, Digest | Throttle) else None
         drafts.append(StepDraft(index, _kind(step), dict(raw[index]), held, key))
     draft.workflow = WorkflowDraft(drafts, cancel_key)
 
 
-def _digest_key(step: Digest, draft: NotificationDraft) -> str:
+def _group_key(step: Digest | Throttle, draft: NotificationDraft) -> str:
     if step.key is None:
         return ""
     scope = {**draft.data, "data": draft.data, "user": {"id": draft.user_id}}

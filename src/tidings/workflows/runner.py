@@ -23,9 +23,10 @@ from tidings.store.workflow_steps import (
     complete,
     database_now,
 )
+from tidings.store.workflow_throttles import run_throttle
 from tidings.waiting import sleep_unless
 from tidings.workflows.durations import parse_duration
-from tidings.workflows.shape import Send, Wait, parse_digest, parse_send
+from tidings.workflows.shape import Send, Wait, parse_digest, parse_send, parse_throttle
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,10 @@ class StepRunner:
         if step.kind == "digest" and step.attempts <= MAX_ATTEMPTS:
             await self._digest(step, now)
             return
+        if step.kind == "throttle" and step.attempts <= MAX_ATTEMPTS:
+            throttle = parse_throttle(step.spec)
+            await run_throttle(self.db, step, throttle.limit, throttle.window, now)
+            return
         done = await self._decide(step, now)
         if await complete(self.db, step, done, now) and done.insert_deliveries:
             self.wake(Priority(step.priority))
@@ -101,7 +106,7 @@ class StepRunner:
             return Completion(StepState.DONE, next_due=now + wait.duration)
         if step.kind == "send":
             return await self._send(step, parse_send(step.spec))
-        # Refused at accept (planner.not_runnable); a row of a later version, say.
+        # A row of a later version of tidings, say.
         return Completion(StepState.FAILED, "unknown_step", ends=True)
 
     async def _digest(self, step: ClaimedStep, now: datetime) -> None:

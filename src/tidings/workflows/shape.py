@@ -114,6 +114,11 @@ def parse_send(spec: Mapping[str, Any]) -> Send:
     return _send(0, named, spec.get("unless"), channels)
 
 
+def parse_throttle(spec: Mapping[str, Any]) -> Throttle:
+    """A stored throttle step (checked at PUT already)."""
+    return _throttle(0, spec["throttle"])
+
+
 def parse_digest(spec: Mapping[str, Any]) -> Digest:
     """A stored digest step (checked at PUT already)."""
     return _digest(0, spec["digest"])
