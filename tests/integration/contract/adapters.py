@@ -839,7 +839,7 @@ class Smtp(Contract):
         refused=Raised(T, UNCHECKED),
         inbound=NotApplicable(
             "bounces come back as DSN mail to the bounce listener, not as callbacks to "
-            "/v1/webhooks (tests/system/test_smtp_bounces.py)"
+            "/v1/webhooks (tests/integration/test_smtp_bounces.py)"
         ),
     )
 

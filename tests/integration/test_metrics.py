@@ -24,7 +24,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
-from tests.processes import free_port, tidings_env, tidings_processes, wait_ready
 from tests.system.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import Scope
@@ -313,38 +312,3 @@ async def test_the_dashboard_queries_only_metrics_that_exist(client: httpx.Async
     families = {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in used}
     shown = {f.name for f in text_string_to_metric_families(response.text)}
     assert {n for n in shown if n.startswith("tidings_")} - families == set()
-
-
-async def test_one_api_process_shows_what_a_dispatcher_process_sent(
-    pg_database_url: str, tmp_path: Path
-) -> None:
-    port = free_port()
-    directory = tmp_path / "metrics"
-    env = tidings_env(
-        database_url=pg_database_url,
-        metrics_dir=directory,
-        outbox_dir=tmp_path / "outbox",
-        secret_key="test-secret",
-        metrics_refresh_seconds=0,
-    )
-    kind = unique("metrics.fleet.")
-    base = f"http://127.0.0.1:{port}"
-    with tidings_processes(env, tmp_path / "run") as processes:
-        api = processes.start_api(port)
-        dispatcher = processes.start_dispatcher()
-        await wait_ready(base, api)
-        async with httpx.AsyncClient(base_url=base, timeout=5) as client:
-            await put_type(client, kind, channels=("email",))
-            ids = [await accept(client, email(kind, f"f{n}@example.com")) for n in range(5)]
-            await wait_settled(client, ids, within=20)
-            samples = await scrape(client)
-            labels = {"type": kind, "channel": "email"}
-            assert value(samples, "tidings_deliveries_accepted_total", **labels) == 5
-            assert value(samples, "tidings_deliveries_sent_total", provider="sink", **labels) == 5
-            pids = {f"-{api.pid}.db", f"-{dispatcher.pid}.db"}
-            written = {path.name for path in directory.iterdir()}
-            assert all(any(name.endswith(pid) for name in written) for pid in pids), written
-            # A dispatcher that is gone still counts: its files stay.
-            assert await dispatcher.stop_and_wait() == 0
-            samples = await scrape(client)
-            assert value(samples, "tidings_deliveries_sent_total", provider="sink", **labels) == 5
