@@ -41,6 +41,10 @@ PLAIN_TEMPLATES: dict[str, dict[str, Any]] = {
     "email": {"subject": "Hello", "text": "data: {{ data | tojson }}"},
     "sms": {"text": "data: {{ data | tojson }}"},
     "push": {"subject": "Hello", "text": "data: {{ data | tojson }}"},
+    # An approved template (the simulator's order_update), its one parameter the data.
+    "whatsapp": {
+        "data": {"template": "order_update", "language": "en_US", "1": "{{ data | tojson }}"}
+    },
 }
 
 

@@ -40,7 +40,14 @@ class Channel(StrEnum):
     DISCORD = "discord"  # a Discord webhook URL
     TEAMS = "teams"  # a Teams Workflows (Power Automate) webhook URL
     TELEGRAM = "telegram"  # a Telegram chat id (or @channel username)
+    WHATSAPP = "whatsapp"  # an E.164 number on WhatsApp (Meta's Cloud API)
 
 
 # The chat channels: an address per service in the user's profile (or ``to``).
-CHAT_CHANNELS = (Channel.SLACK, Channel.DISCORD, Channel.TEAMS, Channel.TELEGRAM)
+CHAT_CHANNELS = (
+    Channel.SLACK,
+    Channel.DISCORD,
+    Channel.TEAMS,
+    Channel.TELEGRAM,
+    Channel.WHATSAPP,
+)

@@ -82,3 +82,25 @@ async def test_the_api_names_the_field_of_a_bad_chat_address(client: httpx.Async
     answer = await post(client, nobody)
     assert answer.status_code == 422
     assert answer.json()["error"]["field"] in ("to.slack", "userId")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_whatsapp_template_names_an_approved_one_or_has_text(
+    client: httpx.AsyncClient,
+) -> None:
+    kind = {"category": "transactional", "priority": "normal", "channels": ["whatsapp"]}
+    assert (await client.put("/v1/types/wa", json=kind)).status_code in (200, 201)
+    url = "/v1/templates/wa/whatsapp/en"
+    nothing = await client.put(url, json={"data": {"1": "{{ data.order }}"}})
+    assert nothing.status_code == 422
+    assert nothing.json()["error"]["code"] == "missing_part"
+    no_language = await client.put(url, json={"data": {"template": "order_update"}})
+    assert no_language.status_code == 422
+    stray = {"data": {"template": "order_update", "language": "en_US", "name": "x"}}
+    assert (await client.put(url, json=stray)).status_code == 422
+    good = {"data": {"template": "order_update", "language": "en_US", "1": "{{ data.order }}"}}
+    assert (await client.put(url, json=good)).status_code in (200, 201)
+    answer = await post(client, {"type": "wa", "to": {"whatsapp": "5511912345678"}})
+    assert (answer.status_code, answer.json()["error"]["field"]) == (422, "to.whatsapp")
+    answer = await client.put("/v1/users/ana", json={"whatsapp": "+5511912345678"})
+    assert answer.json()["whatsapp"] == "+5511912345678"

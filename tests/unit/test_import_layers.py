@@ -45,6 +45,7 @@ PROVIDER_PACKAGES = tuple(
         "vonage",
         "webhook",
         "webpush",
+        "whatsapp",
     )
 )
 

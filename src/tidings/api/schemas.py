@@ -39,6 +39,7 @@ from tidings.intake.requests import (
     TelegramAddress,
     TypeName,
     UserIdIn,
+    WhatsAppAddress,
     json_depth_over,
 )
 from tidings.priorities import Category, Channel, Priority
@@ -250,6 +251,7 @@ class UserIn(ApiModel):
     discord: DiscordAddress | None = None
     teams: TeamsAddress | None = None
     telegram: TelegramAddress | None = None
+    whatsapp: WhatsAppAddress | None = None
     timezone: TimeZone | None = None
     locale: Locale | None = None
     attributes: JsonObject | None = None

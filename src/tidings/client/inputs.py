@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from tidings.client.keys import resolve_key
 
-Channel = Literal["email", "sms", "push", "webhook", "slack", "discord", "teams", "telegram"]
+Channel = Literal[
+    "email", "sms", "push", "webhook", "slack", "discord", "teams", "telegram", "whatsapp"
+]
 Priority = Literal["high", "normal", "low"]
 Category = Literal["transactional", "reminder", "marketing"]
 

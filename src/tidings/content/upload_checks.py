@@ -18,6 +18,7 @@ REQUIRED = {
     Channel.DISCORD: ("text",),
     Channel.TEAMS: ("text",),
     Channel.TELEGRAM: (),  # text or html (below)
+    Channel.WHATSAPP: (),  # text, or data naming an approved template (below)
     Channel.INBOX: ("text",),
 }
 ALLOWED = {
@@ -33,6 +34,9 @@ ALLOWED = {
     Channel.DISCORD: {"subject", "text"},
     Channel.TEAMS: {"subject", "text"},
     Channel.TELEGRAM: {"subject", "text", "html"},
+    # WhatsApp: data names an approved template (data.template, data.language) and maps
+    # its body parameters ("1", "2"...); text is free text, only inside the 24-hour window.
+    Channel.WHATSAPP: {"text", "data"},
     # The feed's item: subject is its title, text its body, data its keys (actionUrl...).
     Channel.INBOX: {"subject", "text", "data"},
 }
@@ -69,6 +73,8 @@ def check_template(kind: NotificationType, channel: Channel, parts: dict[str, An
         raise TemplateProblem(
             "unexpected_part", f"{_article(channel.value)} template has no {name}", name
         )
+    if channel is Channel.WHATSAPP:
+        _check_whatsapp(parts)
     if channel is Channel.PUSH:
         _check_push_keys(parts.get("data") or {})
     _compile_all(parts)
@@ -84,6 +90,23 @@ def _check_push_keys(data: dict[str, Any]) -> None:
         if key.lower().startswith(RESERVED_PUSH_KEYS) or not key:
             raise TemplateProblem(
                 "reserved_key", f"push data key {key!r} is reserved by FCM or APNs", "data"
+            )
+
+
+def _check_whatsapp(parts: dict[str, Any]) -> None:
+    data = parts.get("data") or {}
+    if not parts.get("text") and not data.get("template"):
+        raise TemplateProblem(
+            "missing_part", "a whatsapp template needs data.template (approved) or text", "data"
+        )
+    if data.get("template") and not data.get("language"):
+        raise TemplateProblem("missing_part", "data.language names the template's", "data")
+    for key in data:
+        if key not in ("template", "language") and not key.isdigit():
+            raise TemplateProblem(
+                "unexpected_part",
+                f"whatsapp data key {key!r}: template, language, or a parameter number",
+                "data",
             )
 
 

@@ -160,6 +160,9 @@ DiscordAddress = Annotated[
 TeamsAddress = Annotated[
     str, StringConstraints(max_length=2048), AfterValidator(chat_addresses.teams_address)
 ]
+WhatsAppAddress = Annotated[
+    str, StringConstraints(max_length=16), AfterValidator(chat_addresses.whatsapp_address)
+]
 TelegramAddress = Annotated[
     str, StringConstraints(max_length=33), AfterValidator(chat_addresses.telegram_address)
 ]
@@ -218,6 +221,7 @@ class Recipient(ApiModel):
     discord: DiscordAddress | None = None
     teams: TeamsAddress | None = None
     telegram: TelegramAddress | None = None
+    whatsapp: WhatsAppAddress | None = None
 
 
 class EmailOptions(ApiModel):

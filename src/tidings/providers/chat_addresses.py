@@ -28,6 +28,7 @@ DISCORD_WEBHOOK = re.compile(
 TEAMS_HOSTS = (".logic.azure.com", ".api.powerplatform.com")
 # The retired Office 365 connectors (incoming webhooks of the old kind).
 TEAMS_CONNECTOR_HOSTS = (".webhook.office.com", "outlook.office.com", "outlook.office365.com")
+WHATSAPP_NUMBER = re.compile(r"\+[1-9][0-9]{6,14}")
 TELEGRAM_CHAT = re.compile(r"-?[1-9][0-9]{0,19}|@[A-Za-z][A-Za-z0-9_]{4,31}")
 
 
@@ -80,6 +81,13 @@ def telegram_address(value: str) -> str:
     if TELEGRAM_CHAT.fullmatch(value):
         return value
     raise ValueError("telegram must be a chat id (digits, - for groups) or an @channel username")
+
+
+def whatsapp_address(value: str) -> str:
+    """A WhatsApp number, in E.164 (``+`` and its digits)."""
+    if WHATSAPP_NUMBER.fullmatch(value):
+        return value
+    raise ValueError("whatsapp must be a number in E.164 format, for example +5511912345678")
 
 
 def at_origin(url: str, base_url: str | None) -> str:

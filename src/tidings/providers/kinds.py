@@ -32,6 +32,7 @@ from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
+from tidings.providers.whatsapp import WhatsAppAccount, WhatsAppProvider
 
 
 class SinkAccount(AccountSettings):
@@ -74,7 +75,8 @@ Account = Annotated[
     | SlackAccount
     | DiscordAccount
     | TelegramAccount
-    | TeamsAccount,
+    | TeamsAccount
+    | WhatsAppAccount,
     Field(discriminator="kind"),
 ]
 
@@ -127,6 +129,8 @@ def build_provider(
             provider = TelegramProvider(name, account)
         case TeamsAccount():
             provider = TeamsProvider(name, account)
+        case WhatsAppAccount():
+            provider = WhatsAppProvider(name, account)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

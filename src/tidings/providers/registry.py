@@ -15,6 +15,7 @@ from tidings.providers.ses import SesReceiver
 from tidings.providers.sparkpost import SparkPostReceiver
 from tidings.providers.twilio import TwilioReceiver
 from tidings.providers.vonage import VonageReceiver
+from tidings.providers.whatsapp import WhatsAppReceiver
 
 _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     SendGridReceiver(),
@@ -25,5 +26,6 @@ _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     SesReceiver(),
     TwilioReceiver(),
     VonageReceiver(),
+    WhatsAppReceiver(),
 )
 RECEIVERS: Mapping[str, WebhookReceiver[Any, Any]] = {r.kind: r for r in _RECEIVERS}

@@ -20,5 +20,6 @@ from tidings.simulator import (  # noqa: F401
     vonage,
     webhook,
     webpush,
+    whatsapp,
 )
 from tidings.simulator.ses import api as _ses_api  # noqa: F401

@@ -136,6 +136,16 @@ class SimulatorConfig(BaseModel):
     slack_bot_token: str = "xoxb-simulator-bot-token"
     # The bot token the simulated Telegram Bot API accepts.
     telegram_bot_token: str = "123456789:simulator-telegram-bot-token-0123"
+    # WhatsApp (Cloud API): the number id and token it accepts, its approved templates
+    # ("name:language" -> body parameters), the app secret its webhooks are signed with and
+    # where they go (None: not sent).
+    whatsapp_phone_number_id: str = "106540352242922"
+    whatsapp_access_token: str = "simulator-whatsapp-access-token"
+    whatsapp_templates: dict[str, int] = Field(
+        default_factory=lambda: {"order_update:en_US": 1, "order_update:pt_BR": 1}
+    )
+    whatsapp_app_secret: str = "simulator-whatsapp-app-secret"
+    whatsapp_webhook_url: str | None = None
 
     def vonage_status_webhook_url(self) -> str | None:
         return self.vonage_status_url or self._tidings("/v1/webhooks/vonage/vonage-sim")

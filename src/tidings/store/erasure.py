@@ -38,8 +38,9 @@ from tidings.store.schema import (
 from tidings.store.suppressions import canonical_address, erased_address
 
 # The profile's address fields and the channel each is an address of.
+_CHAT_COLUMNS = ("slack", "discord", "teams", "telegram", "whatsapp")
 _PROFILE_ADDRESSES = {"email": "email", "phone": "sms"} | {
-    name: name for name in ("slack", "discord", "teams", "telegram") if name in user_profile.c
+    name: name for name in _CHAT_COLUMNS if name in user_profile.c
 }
 _NOT_PERSONAL = frozenset({"webhook"})  # a producer's endpoint, shared by many users
 

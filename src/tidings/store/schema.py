@@ -381,6 +381,7 @@ user_profile = sa.Table(
     sa.Column("discord", sa.String(255), nullable=True),
     sa.Column("teams", sa.String(2048), nullable=True),
     sa.Column("telegram", sa.String(33), nullable=True),
+    sa.Column("whatsapp", sa.String(16), nullable=True),  # migration 0036
 )
 
 device = sa.Table(

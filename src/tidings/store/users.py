@@ -32,6 +32,7 @@ class UserProfile:
     discord: str | None = None
     teams: str | None = None
     telegram: str | None = None
+    whatsapp: str | None = None
 
     def address(self, channel: str) -> str | None:
         """The profile's address on ``channel`` (push has devices instead: None)."""
@@ -47,7 +48,9 @@ class UserProfile:
 
 
 _PROFILE_COLUMNS = tuple(column.name for column in user_profile.columns)
-_ADDRESS_COLUMNS = frozenset({"email", "phone", "slack", "discord", "teams", "telegram"})
+_ADDRESS_COLUMNS = frozenset(
+    {"email", "phone", "slack", "discord", "teams", "telegram", "whatsapp"}
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ async def put_user(
     discord: str | None = None,
     teams: str | None = None,
     telegram: str | None = None,
+    whatsapp: str | None = None,
 ) -> None:
     """Create or replace a profile. Its quiet hours (set with the preferences, by
     ``put_user_settings``) and its ``created_at`` are kept on replace."""
@@ -94,6 +98,7 @@ async def put_user(
         "discord": discord,
         "teams": teams,
         "telegram": telegram,
+        "whatsapp": whatsapp,
         "timezone": timezone,
         "locale": locale,
         "attributes": attributes,

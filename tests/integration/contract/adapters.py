@@ -70,6 +70,8 @@ from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signatu
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
+from tidings.providers.whatsapp import WhatsAppAccount, WhatsAppProvider
+from tidings.providers.whatsapp.receiver import signature as whatsapp_signature
 from tidings.simulator.server import Simulator, SimulatorConfig
 from tidings.simulator.ses.api import SesSimulator
 from tidings.simulator.ses.config import SesConfig
@@ -1508,6 +1510,96 @@ class Teams(Contract):
     )
 
 
+class WhatsApp(Contract):
+    """WhatsApp's Cloud API: an approved template to a number; statuses signed back."""
+
+    name, state = "whatsapp", "whatsapp"
+    to = "+5511912345678"
+    app_secrets: ClassVar = {"whatsapp-main": "app-secret-of-the-test", OTHER: "another-app"}
+
+    def config(self, tmp_path: Path) -> SimulatorConfig:
+        secret = self.app_secrets["whatsapp-main"]
+        return SimulatorConfig(credentials_dir=tmp_path / "credentials", whatsapp_app_secret=secret)
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "phone_number_id": sim.config.whatsapp_phone_number_id,
+            "access_token": sim.config.whatsapp_access_token,
+            "base_url": sim.url,
+            "timeout": 5,
+        }
+        return WhatsAppAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, WhatsAppAccount)
+        return WhatsAppProvider("whatsapp-main", account)
+
+    def message(self, sim: Simulator) -> Message:
+        words = {"template": "order_update", "language": "pt_BR", "1": "42"}
+        return message(Channel.WHATSAPP, self.to, Content(data=words))
+
+    def scripted(self, message: Message) -> str:
+        return message.address.removeprefix("+")
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, app_secret=self.app_secrets[name])
+
+    def delivered(self, sent: Sent) -> Any:
+        status = {
+            "id": sent.provider_msg_id,
+            "status": "delivered",
+            "timestamp": "1796644800",
+            "recipient_id": sent.address.removeprefix("+"),
+            "biz_opaque_callback_data": sent.payload["biz_opaque_callback_data"],
+        }
+        value = {"messaging_product": "whatsapp", "statuses": [status]}
+        change = {"value": value, "field": "messages"}
+        return {"object": "whatsapp_business_account", "entry": [{"id": "1", "changes": [change]}]}
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        body = json.dumps(event).encode()
+        secret = "wrong-secret" if forged else self.app_secrets[account]
+        headers = {"Content-Type": "application/json"}
+        headers["X-Hub-Signature-256"] = whatsapp_signature(secret, body)
+        return Callback(f"/v1/webhooks/whatsapp/{account}", body, headers)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            Answer("131047", Raised(P, "reengagement_required")),
+            Answer("131026", Raised(P, "undeliverable")),
+            Answer("130429", Raised(T, "rate_limited", 1.0)),
+            # Too many to one number: only its delivery waits (the pair rate).
+            Answer("131056", Raised(T, "rate_limited_route", 6.0)),
+            Answer("132000", Raised(X, "parameter_count_mismatch")),
+            # The template or the account is ours to fix: retried late.
+            Answer("132001", Raised(T, "template_not_found", CONFIG_WAIT)),
+            Answer("368", Raised(T, "temporarily_blocked", CONFIG_WAIT)),
+            Answer("131000", Raised(T, "something_went_wrong", says="500")),
+        ),
+        rate_limited=Raised(T, "rate_limited", 1.0, says="130429"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-token",
+                {"access_token": "not-the-token"},
+                Raised(T, "access_token_expired", CONFIG_WAIT, says="401"),
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=Inbound(
+            "whatsapp",
+            "whatsapp",
+            "+5511912345678",
+            replay="deduplicated",
+            unconfigured={"app_secret": None},
+        ),
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1529,5 +1621,6 @@ PROVIDERS: dict[str, Contract] = {
         Discord(),
         Telegram(),
         Teams(),
+        WhatsApp(),
     )
 }

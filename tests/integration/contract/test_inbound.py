@@ -24,6 +24,7 @@ from tidings.simulator.server import Simulator
 
 NAMES = sorted(PROVIDERS)
 UNCONFIGURED = "unconfigured"
+TO_FIELD = {"email": "email", "whatsapp": "whatsapp"}  # else the SMS number
 
 
 def inbound(contract: Contract) -> Inbound:
@@ -43,7 +44,7 @@ async def sent(
     accounts[UNCONFIGURED] = contract.account(sim, **side.unconfigured)
     service.settings = service.settings.model_copy(update={"accounts": accounts})
     await put_type(client, channels=(side.channel,))
-    to = {"email" if side.channel == "email" else "phone": side.recipient}
+    to = {TO_FIELD.get(side.channel, "phone"): side.recipient}
     body = {"type": "order.confirmed", "to": to, "channels": [side.channel]}
     response = await post(client, body)
     assert response.status_code == 202, response.text

@@ -102,6 +102,7 @@ def user_out(profile: UserProfile) -> UserOut:
         discord=profile.discord,
         teams=profile.teams,
         telegram=profile.telegram,
+        whatsapp=profile.whatsapp,
         timezone=profile.timezone,
         locale=profile.locale,
         quiet_hours=profile.quiet_hours,
