@@ -184,6 +184,9 @@ class CampaignOut(ApiModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # PAUSED by its reputation guard: why (cleared on resume), and when it last paused.
+    paused_reason: str | None = None
+    paused_at: datetime | None = None
 
 
 class CampaignSummary(ApiModel):

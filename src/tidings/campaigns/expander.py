@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from tidings.campaigns.expansion import Planner, page_drafts
 from tidings.campaigns.planning import spread_seconds
+from tidings.campaigns.reputation import ReputationGuard
 from tidings.campaigns.settings import CampaignSettings
 from tidings.clock import utcnow
 from tidings.priorities import Priority
@@ -45,14 +46,17 @@ class Expander:
         self.settings = settings
         self.name = name
         self.rng = rng or random.Random()
+        self.guard = ReputationGuard(db, settings)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Expand due campaigns and mark finished ones DONE until ``stop``."""
+        """Expand due campaigns, mark finished ones DONE and pause those over a reputation
+        limit (campaigns/reputation.py) until ``stop``."""
         while not stop.is_set():
             expanded = False
             try:
                 expanded = await self.step()
                 await store.finish_sent(self.db, utcnow())
+                await self.guard.maybe_check(utcnow())
             except Exception:
                 log.exception("campaign expansion failed; trying again")
             if not expanded:

@@ -1,5 +1,5 @@
-"""``tidings campaign``: create, forecast, watch, cancel and list campaigns through a running
-API (``/v1/campaigns``)."""
+"""``tidings campaign``: create, forecast, watch, cancel, resume and list campaigns through a
+running API (``/v1/campaigns``)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ campaign = new_typer("Campaigns: one notification type sent to a whole audience.
 notes = Console(stderr=True)
 
 FINAL = ("DONE", "CANCELLED")
+# Where a watch stops: a final status, or PAUSED by the reputation guard (resume goes on).
+STOPPED = (*FINAL, "PAUSED")
 # The dry run's histogram is drawn in at most this many rows (adjacent buckets merged).
 HISTOGRAM_ROWS = 20
 # A cancel waits for the deliveries being sent (cancel_wait_seconds, up to 600 s).
@@ -285,6 +287,8 @@ def _print_campaign(body: dict[str, Any]) -> None:
         ("started", _when(body["startedAt"])),
         ("finished", _when(body["finishedAt"])),
     ]
+    if body.get("pausedReason"):
+        rows.insert(3, ("paused because", body["pausedReason"]))
     table = Table("field", "value")
     table.columns[1].overflow = "fold"
     for row in rows:
@@ -362,7 +366,7 @@ def _watch(url: str, campaign_id: str, screen: Console) -> tuple[dict[str, Any],
         with progress:
             task = progress.add_task(body["status"], total=None, **fields)
             update(task, body)
-            while body["status"] not in FINAL:
+            while body["status"] not in STOPPED:
                 time.sleep(1)
                 body = _fetch(url, campaign_id)
                 update(task, body)
@@ -376,7 +380,9 @@ def campaign_status(
     campaign_id: IdArgument,
     watch: Annotated[
         bool,
-        typer.Option("--watch", help="Show live progress, every second, until DONE or CANCELLED."),
+        typer.Option(
+            "--watch", help="Show live progress, every second, until DONE, CANCELLED or PAUSED."
+        ),
     ] = False,
     url: UrlOption = "http://127.0.0.1:8000",
     as_json: JsonOption = False,
@@ -417,6 +423,21 @@ def campaign_cancel(
         *(str(body[k]) for k in ("sent", "cancelled", "skipped", "failed", "expired", "inProgress"))
     )
     console.print(table)
+
+
+@campaign.command("resume", cls=Command)
+def campaign_resume(
+    campaign_id: IdArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a campaign its reputation guard paused (too many complaints or hard
+    bounces): its held deliveries are sent. Prints the campaign."""
+    body = _answer(http_request("POST", f"{url}/v1/campaigns/{campaign_id}/resume"), 200)
+    if as_json:
+        _print_json(body)
+        return
+    _print_campaign(body)
 
 
 @campaign.command("list", cls=Command)

@@ -85,6 +85,9 @@ class SimulatorConfig(BaseModel):
     resend_domains: list[str] = Field(default_factory=lambda: ["example.com"])
     resend_webhook_secret: str = "whsec_c2ltdWxhdG9yLXJlc2VuZC13ZWJob29rLXNlY3JldA=="
     resend_webhook_url: str | None = None
+    # The event types the Resend webhook endpoint is subscribed to (as chosen in Resend's
+    # dashboard); None: all of them.
+    resend_webhook_events: list[str] | None = None
     # SparkPost: the API key, its sending domains, and its webhooks' credentials (Basic, or
     # the auth_token header when sparkpost_webhook_token is set) and URL.
     sparkpost_api_key: str = "simulator-sparkpost-api-key"

@@ -33,6 +33,9 @@ class CampaignStatus(StrEnum):
     SENDING = "SENDING"  # every delivery exists; some are not finished
     DONE = "DONE"  # every delivery finished
     CANCELLED = "CANCELLED"
+    # Its reputation guard stopped it (complaints or hard bounces): nothing of it is sent
+    # until it is resumed (campaigns/reputation.py).
+    PAUSED = "PAUSED"
 
     @property
     def is_final(self) -> bool:
@@ -68,6 +71,8 @@ class Campaign:
     started_at: datetime | None
     expanded_at: datetime | None
     finished_at: datetime | None
+    paused_reason: str | None = None
+    paused_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: sa.Row[Any]) -> Campaign:

@@ -79,6 +79,8 @@ TYPES = frozenset(
         ),
         "campaign.done",
         "campaign.cancelled",
+        "campaign.paused",
+        "campaign.resumed",
     ]
 )
 

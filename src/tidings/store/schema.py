@@ -510,6 +510,9 @@ campaign = sa.Table(
     _ts("started_at"),
     _ts("expanded_at"),
     _ts("finished_at"),
+    # Its reputation guard paused it (migration 0033): why, and when; cleared on resume.
+    sa.Column("paused_reason", sa.String(300), nullable=True),
+    _ts("paused_at"),
     sa.UniqueConstraint("namespace", "idempotency_key"),
     sa.Index("ix_campaign_status_send_at", "status", "send_at"),
     sa.Index("ix_campaign_namespace_created_at", "namespace", "created_at"),

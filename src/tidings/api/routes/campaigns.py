@@ -1,4 +1,5 @@
-"""Campaigns: POST /v1/campaigns (and its dry run), GET one, GET the list, POST .../cancel."""
+"""Campaigns: POST /v1/campaigns (and its dry run), GET one, GET the list, POST .../cancel,
+POST .../resume."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from tidings.campaigns.dry_run import SendTimeRules, dry_run, estimated_seconds
 from tidings.campaigns.errors import CampaignError
 from tidings.campaigns.planning import spread_seconds
 from tidings.campaigns.progress import cancel, progress
-from tidings.campaigns.reads import Campaign, newest, of_namespace
+from tidings.campaigns.reads import Campaign, newest, of_namespace, resume
 from tidings.clock import utcnow
 from tidings.intake.requests import IdempotencyKey
 from tidings.priorities import Priority
@@ -183,6 +184,8 @@ async def get_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
         created_at=campaign.created_at,
         started_at=campaign.started_at,
         finished_at=campaign.finished_at,
+        paused_reason=campaign.paused_reason,
+        paused_at=campaign.paused_at,
     )
 
 
@@ -254,3 +257,18 @@ async def cancel_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
     if counts is None:
         return _not_found(campaign_id)
     return CancelOut(campaign_id=campaign_id, **asdict(counts))
+
+
+@router.post("/{campaign_id}/resume", response_model=CampaignOut, responses=_NOT_FOUND)
+async def resume_campaign(request: Request, campaign_id: uuid.UUID) -> Any:
+    """Continue a campaign its reputation guard PAUSED: its held deliveries are due now, and
+    the guard judges only the sends after the pause. Any other campaign is answered as it
+    is (resuming twice is harmless). Answers the campaign, as GET does."""
+    service = service_of(request)
+    if await _campaign(request, campaign_id) is None:
+        return _not_found(campaign_id)
+    resumed = await resume(service.db, campaign_id, utcnow())
+    if resumed is None:
+        return _not_found(campaign_id)
+    service.wakeup.notify(Priority(resumed.priority))  # its deliveries are due now
+    return await get_campaign(request, campaign_id)

@@ -91,7 +91,10 @@ class ResendSimulator:
         self.domains = {domain.lower() for domain in config.resend_domains}
         self.keys = IdempotencyKeys()
         self.events = ResendEvents(
-            self.state, config.resend_events_url(), config.resend_webhook_secret
+            self.state,
+            config.resend_events_url(),
+            config.resend_webhook_secret,
+            config.resend_webhook_events,
         )
 
     def routes(self) -> list[BaseRoute]:

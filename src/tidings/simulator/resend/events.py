@@ -49,10 +49,18 @@ def svix_headers(secret: str, msg_id: str, body: bytes, at: int | None = None) -
 
 
 class ResendEvents:
-    def __init__(self, state: ProviderState, url: str | None, secret: str) -> None:
+    def __init__(
+        self,
+        state: ProviderState,
+        url: str | None,
+        secret: str,
+        subscribed: list[str] | None = None,
+    ) -> None:
         self.state = state
         self.url = url
         self.secret = secret
+        # The event types the endpoint is subscribed to; None: all.
+        self.subscribed = None if subscribed is None else frozenset(subscribed)
         self.reporter = Reporter(state, self._post)
 
     def accepted(self, address: str, email_id: str, body: dict[str, Any]) -> None:
@@ -86,7 +94,7 @@ class ResendEvents:
             self._schedule("email.clicked", data | {"click": click})
 
     def _schedule(self, kind: str, data: dict[str, Any]) -> None:
-        if self.url is not None:
+        if self.url is not None and (self.subscribed is None or kind in self.subscribed):
             event = {"type": kind, "created_at": timestamp(), "data": data}
             self.reporter.schedule((f"msg_{secrets.token_hex(12)}", event))
 
