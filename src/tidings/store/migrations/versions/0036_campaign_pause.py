@@ -1,7 +1,7 @@
 """campaign_pause: why and when a campaign paused itself (its reputation guard)
 
-Revision ID: 0033
-Revises: 0032
+Revision ID: 0036
+Revises: 0035
 Create Date: 2026-12-05
 """
 
@@ -14,8 +14,8 @@ from alembic import op
 
 from tidings.store.schema import UTCDateTime
 
-revision: str = "0033"
-down_revision: str | None = "0032"
+revision: str = "0036"
+down_revision: str | None = "0035"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
