@@ -8,6 +8,7 @@ already queued, and so that quiet hours are judged at the hour of sending.
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -23,9 +24,11 @@ from tidings.states import FailureKind
 from tidings.store import frequency, preferences, suppressions, users
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
-from tidings.store.outcomes import Outcome
+from tidings.store.outcomes import Outcome, reachable
 from tidings.store.suppressions import canonical_address
 from tidings.store.users import UserProfile
+
+log = logging.getLogger(__name__)
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
 EMAIL = Channel.EMAIL.value
@@ -61,6 +64,9 @@ class Checked:
     send: list[ClaimedDelivery]
     outcomes: list[Outcome]
     profiles: dict[str, UserProfile]
+    # Deliveries the checks cannot process (they raised): the pipeline fails them as
+    # poison and logs where.
+    raised: list[tuple[ClaimedDelivery, Exception]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,55 @@ class SendTimeChecks:
         """The deliveries to send now, and the outcomes of the others."""
         checked = await self.run(claimed, now)
         return checked.send, checked.outcomes
+
+    async def sort(self, claimed: Sequence[ClaimedDelivery], now: datetime, lane: str) -> Checked:
+        """Each claimed delivery's fate before its send, in one call: ``precheck`` first
+        (expired and exhausted ones use up no frequency cap), then the batch's checks; when
+        those fail, each delivery's alone, and with the database away all are given back."""
+        result = Checked([], [], {})
+        ready = []
+        for delivery in claimed:
+            try:
+                outcome = precheck(delivery, self.rules(delivery.type), now)
+            except Exception as error:
+                result.raised.append((delivery, error))
+                continue
+            if outcome is None:
+                ready.append(delivery)
+            else:
+                result.outcomes.append(outcome)
+        if not ready:
+            return result
+        try:
+            checked = await self.run(ready, now)
+        except Exception as error:
+            log.warning("%s lane: send-time checks failed (%s)", lane, type(error).__name__)
+            checked = await self._apart(ready, now)
+        return Checked(
+            checked.send,
+            result.outcomes + checked.outcomes,
+            checked.profiles,
+            result.raised + checked.raised,
+        )
+
+    async def _apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
+        """The checks of a batch that failed, run for each delivery alone: one the checks
+        cannot process fails as poison, instead of failing its whole batch again and again.
+        When the database is the trouble, the deliveries are given back for later."""
+        if not await reachable(self.db):
+            outcomes = [Outcome.released(d, now, "checks failed") for d in ready]
+            return Checked([], outcomes, {})
+        result = Checked([], [], {})
+        for delivery in ready:
+            try:
+                checked = await self.run([delivery], now)
+            except Exception as error:
+                result.raised.append((delivery, error))
+                continue
+            result.send.extend(checked.send)
+            result.outcomes.extend(checked.outcomes)
+            result.profiles.update(checked.profiles)
+        return result
 
     async def run(self, claimed: Sequence[ClaimedDelivery], now: datetime) -> Checked:
         reasons = await self._switched_off(claimed)

@@ -12,7 +12,7 @@ import random
 import traceback
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 
 from tidings import logs
@@ -21,7 +21,7 @@ from tidings.dispatch.lanes.progress import LaneProgress
 from tidings.dispatch.pipeline import observed
 from tidings.dispatch.pipeline.attempt import Sender, Target
 from tidings.dispatch.pipeline.outcomes import OutcomeWriter
-from tidings.dispatch.pipeline.send_checks import Checked, SendTimeChecks, precheck
+from tidings.dispatch.pipeline.send_checks import SendTimeChecks
 from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.dispatch.protection.deactivation_guard import HELD
@@ -35,7 +35,7 @@ from tidings.store import users
 from tidings.store.campaigns import CancelledCampaigns
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
-from tidings.store.outcomes import Outcome, reachable
+from tidings.store.outcomes import Outcome
 from tidings.store.users import UserProfile
 from tidings.store.wakeup import Wakeup
 
@@ -96,29 +96,14 @@ class SendPipeline:
     async def _still_wanted(
         self, claimed: list[ClaimedDelivery]
     ) -> tuple[list[ClaimedDelivery], dict[str, UserProfile]]:
-        """Those to send; the others' outcomes go to the writer. Expired and exhausted ones
-        first, so that they use up no frequency cap."""
-        now = utcnow()
-        ready = []
-        for delivery in self._drop_cancelled(claimed):
-            try:
-                outcome = precheck(delivery, self.context.types.rules(delivery.type), now)
-            except Exception as error:
-                outcome = self._poisoned(delivery, error)
-            if outcome is None:
-                ready.append(delivery)
-            else:
-                self._put(delivery, outcome)
-        if not ready:
+        """Those to send, by the send-time checks; the others' outcomes go to the writer."""
+        keep = self._drop_cancelled(claimed)
+        if not keep:
             return [], {}
-        try:
-            checked = await self.context.checks.run(ready, now)
-        except Exception as error:
-            log.warning(
-                "%s lane: send-time checks failed (%s)", self.priority.value, error_name(error)
-            )
-            checked = await self._check_apart(ready, now)
-        by_id = {delivery.id: delivery for delivery in ready}
+        checked = await self.context.checks.sort(keep, utcnow(), self.priority.value)
+        for delivery, error in checked.raised:
+            self._put(delivery, self._poisoned(delivery, error))
+        by_id = {delivery.id: delivery for delivery in keep}
         for outcome in checked.outcomes:
             self._put(by_id.get(outcome.delivery_id), outcome)
         return checked.send, checked.profiles
@@ -140,25 +125,6 @@ class SendPipeline:
         if delivery is not None:
             observed.outcome(delivery, outcome)
             _log_outcome(delivery, outcome)
-
-    async def _check_apart(self, ready: list[ClaimedDelivery], now: datetime) -> Checked:
-        """The checks of a batch that failed, run for each delivery alone: one the checks
-        cannot process fails as poison, instead of failing its whole batch again and again.
-        When the database is the trouble, the deliveries are given back for later."""
-        if not await reachable(self.context.db):
-            outcomes = [Outcome.released(d, now, "checks failed") for d in ready]
-            return Checked([], outcomes, {})
-        result = Checked([], [], {})
-        for delivery in ready:
-            try:
-                checked = await self.context.checks.run([delivery], now)
-            except Exception as error:
-                result.outcomes.append(self._poisoned(delivery, error))
-                continue
-            result.send.extend(checked.send)
-            result.outcomes.extend(checked.outcomes)
-            result.profiles.update(checked.profiles)
-        return result
 
     def _poisoned(self, delivery: ClaimedDelivery, error: BaseException) -> Outcome:
         """The guard's verdict on a delivery whose processing raised: FAILED as poison, the
