@@ -510,7 +510,7 @@ campaign = sa.Table(
     _ts("started_at"),
     _ts("expanded_at"),
     _ts("finished_at"),
-    # Its reputation guard paused it (migration 0036): why, and when; cleared on resume.
+    # Its reputation guard paused it (migration 0037): why, and when; cleared on resume.
     sa.Column("paused_reason", sa.String(300), nullable=True),
     _ts("paused_at"),
     sa.UniqueConstraint("namespace", "idempotency_key"),

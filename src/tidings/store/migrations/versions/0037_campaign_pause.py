@@ -1,7 +1,7 @@
 """campaign_pause: why and when a campaign paused itself (its reputation guard)
 
-Revision ID: 0036
-Revises: 0035
+Revision ID: 0037
+Revises: 0036
 Create Date: 2026-12-05
 """
 
@@ -14,8 +14,8 @@ from alembic import op
 
 from tidings.store.schema import UTCDateTime
 
-revision: str = "0036"
-down_revision: str | None = "0035"
+revision: str = "0037"
+down_revision: str | None = "0036"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
