@@ -140,6 +140,14 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def sqlite_copy(tmp_path: Path, sqlite_template: Path) -> Path:
+    """A migrated SQLite file of this test's own."""
+    path = tmp_path / "tidings.db"
+    shutil.copy(sqlite_template, path)
+    return path
+
+
+@pytest.fixture
 def database_url(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
 ) -> str:

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.helpers import email_to, eventually, post, put_type, running_dispatcher
-from tests.system.test_api_keys import add_key, http
+from tests.integration.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES, Scope
 from tidings.providers.sink import SinkProvider

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 
-from tests.system.test_api_keys import add_key, filled, http, operations
+from tests.integration.test_api_keys import add_key, filled, http, operations
 from tidings.api.app import create_app
 from tidings.api.auth import Scope
 from tidings.service import Service

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.system.test_partitions import v7_at
+from tests.integration.test_partitions import v7_at
 from tidings.clock import utcnow
 from tidings.store.engine import Database
 from tidings.store.log_retention import prune_log

@@ -24,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
-from tests.system.test_api_keys import add_key, http
+from tests.integration.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import Scope
 from tidings.assembly import assemble_dispatcher

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from fastapi import FastAPI
 
 from tests.helpers import email_to, post, put_type
-from tests.system.test_api_keys import add_key, http
+from tests.integration.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES
 from tidings.service import Service

@@ -22,8 +22,8 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.helpers import eventually, post, put_type, running_dispatcher
+from tests.integration.test_partitions import draft, v7_at
 from tests.integration.test_state_machine import DeliveryMachine
-from tests.system.test_partitions import draft, v7_at
 from tests.unit.test_campaign_planning import campaign
 from tidings.campaigns.expansion import Planner, Recipients
 from tidings.clock import utcnow

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.system.test_partitions import draft
+from tests.integration.test_partitions import draft
 from tidings.clock import utcnow
 from tidings.states import Status
 from tidings.store.claims import reap_expired_leases

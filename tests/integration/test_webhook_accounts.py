@@ -29,9 +29,9 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from tests.helpers import post, put_type
+from tests.integration.test_api_keys import add_key, http
 from tests.integration.test_provider_ses import ses_account, simulator
 from tests.integration.test_smtp_bounces import DOMAIN, RETURN_PATH, postfix_bounce, verp
-from tests.system.test_api_keys import add_key, http
 from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES
 from tidings.clock import utcnow

@@ -20,6 +20,7 @@ import httpx
 import sqlalchemy as sa
 
 from tests.helpers import email_to, eventually, put_type
+from tests.integration.test_partitions import add_events, draft
 from tests.processes import (
     TidingsProcess,
     free_port,
@@ -27,7 +28,6 @@ from tests.processes import (
     tidings_processes,
     wait_ready,
 )
-from tests.system.test_partitions import add_events, draft
 from tidings.clock import utcnow
 from tidings.store.engine import Database, connect
 from tidings.store.intake import accept
