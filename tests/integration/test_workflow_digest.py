@@ -170,3 +170,49 @@ async def test_a_key_that_does_not_render_refuses_the_notification(
     anonymous = await post(client, {"type": "comment.new", "to": to, "data": {"thread": "t"}})
     assert anonymous.status_code == 422
     assert anonymous.json()["error"]["field"] == "userId"
+
+
+async def _events(client: httpx.AsyncClient, types: str) -> list[dict[str, Any]]:
+    response = await client.get("/v1/events", params={"types": types, "limit": 100})
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["events"]
+    return found
+
+
+async def test_the_event_log_has_each_step_and_the_close(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await _digest_type(client, _digest_workflow("1s"))
+    ids = [await _comment(client, "ana", "t1", n) for n in range(3)]
+    runner = _runner(service)
+
+    async def sent() -> bool:
+        await runner.round()
+        return bool((await _read(client, ids[0]))["deliveries"])
+
+    await eventually(sent, within=10, interval=0.1)
+
+    async def logged() -> list[dict[str, Any]]:
+        found = await _events(client, "digest.closed")
+        return found if found else []
+
+    [closed] = await eventually(logged, within=10)
+    assert closed["data"]["notificationId"] == ids[0]
+    assert closed["data"]["count"] == 3
+    expected = sorted(
+        [(ids[0], 0, None), (ids[0], 1, None), (ids[1], 0, "digested"), (ids[2], 0, "digested")]
+    )
+
+    async def ended() -> list[tuple[str, int, str | None]]:
+        # PostgreSQL shows an event once no older transaction runs (docs/events.md).
+        completed = await _events(client, "step.completed")
+        return sorted(
+            (e["data"]["notificationId"], e["data"]["index"], e["data"].get("skipReason"))
+            for e in completed
+        )
+
+    await eventually(lambda: _equal(ended, expected), within=10)
+
+
+async def _equal(read: Any, expected: Any) -> bool:
+    return bool(await read() == expected)

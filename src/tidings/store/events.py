@@ -81,6 +81,9 @@ TYPES = frozenset(
         "campaign.cancelled",
         "campaign.paused",
         "campaign.resumed",
+        # A workflow's step ended (docs/workflows.md); a digest closed.
+        "step.completed",
+        "digest.closed",
     ]
 )
 

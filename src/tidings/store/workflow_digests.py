@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.ids import new_id
 from tidings.store.engine import Database
 from tidings.store.schema import notification, workflow_digest, workflow_step
-from tidings.store.workflow_steps import ClaimedStep, StepState
+from tidings.store.workflow_steps import ClaimedStep, StepState, step_event
 
 _OF_NOTIFICATION = notification.c.id == workflow_step.c.notification_id
 OPEN = "OPEN"  # taking notifications
@@ -54,11 +54,11 @@ async def run_digest(
         if row is None:
             return None
         if row.digest_id is not None:
-            return await _close(conn, step, row.digest_id, now)
+            return await _close(db, conn, step, row.digest_id, now)
         group = await _group(conn, step)
         joined = await _join(conn, group, now)
         if joined is not None:
-            return await _joined(conn, step, joined, now)
+            return await _joined(db, conn, step, joined, now)
         return await _open(conn, step, group, window, most, now)
 
 
@@ -102,7 +102,7 @@ async def _join(conn: AsyncConnection, group: dict[str, Any], now: datetime) -> 
 
 
 async def _joined(
-    conn: AsyncConnection, step: ClaimedStep, joined: Any, now: datetime
+    db: Database, conn: AsyncConnection, step: ClaimedStep, joined: Any, now: datetime
 ) -> DigestRun:
     # This notification is an item of that digest; its own later steps never run.
     await conn.execute(
@@ -116,6 +116,8 @@ async def _joined(
             skip_reason="digested",
         )
     )
+    extra = {"digestId": str(joined.id)}
+    await conn.execute(step_event(db, step, StepState.DONE.value, "digested", now, extra=extra))
     await conn.execute(
         sa.update(workflow_step)
         .where(
@@ -189,7 +191,7 @@ async def _open(
 
 
 async def _close(
-    conn: AsyncConnection, step: ClaimedStep, digest_id: uuid.UUID, now: datetime
+    db: Database, conn: AsyncConnection, step: ClaimedStep, digest_id: uuid.UUID, now: datetime
 ) -> DigestRun:
     d = workflow_digest.c
     await conn.execute(
@@ -223,6 +225,10 @@ async def _close(
         .where(workflow_step.c.id == step.id)
         .values(state=StepState.DONE.value, ran_at=now, lease_until=None)
     )
+    extra = {"digestId": str(digest_id), "count": len(items)}
+    await conn.execute(step_event(db, step, StepState.DONE.value, None, now, extra=extra))
+    closed = step_event(db, step, StepState.DONE.value, None, now, "digest.closed", extra)
+    await conn.execute(closed)
     await conn.execute(
         sa.update(workflow_step)
         .where(

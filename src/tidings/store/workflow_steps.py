@@ -19,7 +19,7 @@ from tidings.ids import new_id
 from tidings.states import Status
 from tidings.store.dialects import Variants
 from tidings.store.engine import Database
-from tidings.store.schema import delivery, delivery_event, notification, workflow_step
+from tidings.store.schema import delivery, delivery_event, event, notification, workflow_step
 
 
 class StepState(StrEnum):
@@ -245,11 +245,11 @@ async def complete(db: Database, step: ClaimedStep, done: Completion, now: datet
     same transaction its deliveries and the next step's due time. False: the fence failed
     (the lease was lost and the step claimed again, or it was cancelled): nothing written."""
     async with db.engine.begin() as conn:
-        return await complete_in(conn, step, done, now)
+        return await complete_in(db, conn, step, done, now)
 
 
 async def complete_in(
-    conn: AsyncConnection, step: ClaimedStep, done: Completion, now: datetime
+    db: Database, conn: AsyncConnection, step: ClaimedStep, done: Completion, now: datetime
 ) -> bool:
     """``complete`` inside the caller's transaction."""
     fenced = (
@@ -269,6 +269,7 @@ async def complete_in(
     )
     if (await conn.execute(fenced)).rowcount != 1:
         return False
+    await conn.execute(step_event(db, step, done.state.value, done.skip_reason, now))
     if done.insert_deliveries and step.deliveries:
         await conn.execute(sa.insert(delivery), _delivery_rows(step, now))
     if done.ends:
@@ -285,6 +286,35 @@ async def complete_in(
     else:
         await conn.execute(_next_step(step, done.next_due or now, now))
     return True
+
+
+def step_event(
+    db: Database,
+    step: ClaimedStep,
+    state: str,
+    skip_reason: str | None,
+    now: datetime,
+    kind: str = "step.completed",
+    extra: Mapping[str, Any] | None = None,
+) -> sa.Insert:
+    """The event log's row for a step's end (or a digest's close), in its transaction."""
+    data = {"index": step.step_index, "kind": step.kind, "state": state}
+    if skip_reason is not None:
+        data["skipReason"] = skip_reason
+    return sa.insert(event).values(
+        txid=_PLACE.of(db),
+        type=kind,
+        at=now,
+        notification_id=step.notification_id,
+        data={**data, **(extra or {})},
+    )
+
+
+# PostgreSQL: the writing transaction's id (store/events.py); SQLite: none, the id orders.
+_PLACE = Variants(
+    postgres=sa.literal_column("pg_current_xact_id()::text::bigint"),
+    sqlite=sa.null(),
+)
 
 
 def _next_step(step: ClaimedStep, due_at: datetime, now: datetime) -> sa.Update:

@@ -37,7 +37,7 @@ async def run_throttle(
             if passes
             else Completion(StepState.SKIPPED, "throttled", ends=True)
         )
-        if not await complete_in(conn, step, done, now):
+        if not await complete_in(db, conn, step, done, now):
             return None
         if passes:
             recent.append(now.isoformat())
