@@ -209,6 +209,8 @@ async def test_a_campaign_with_05_percent_complaints_pauses_before_1500_sends(
     await provider.close()
 
 
+# Two minutes on a shared machine: 5,000 marketing sends (about 40 a second here).
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("loop", [0.0005], indirect=True)
 async def test_a_campaign_with_005_percent_complaints_completes(
