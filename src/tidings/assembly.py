@@ -48,7 +48,7 @@ def assemble_dispatcher(
     settings = service.settings
     if not isinstance(providers, ProviderSet):
         providers = ProviderSet.per_channel(providers)
-    providers = with_inbox(providers, InboxProvider(service.db))
+    providers = with_inbox(providers, InboxProvider(service.db, service.inbox_wakeup.wake))
     rng = rng or random.Random()
     ident = f"{socket.gethostname()}:{os.getpid()}:{new_id().hex[-8:]}"
     coordination, protection = _protection(service, providers)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidings.content.catalog import TemplateCatalog
+from tidings.policy.inbox_tokens import InboxTokens
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.providers.chains import ProviderSet, build_providers
 from tidings.settings import Settings
 from tidings.store.engine import Database, connect
+from tidings.store.inbox_wakeup import InboxWakeup
 from tidings.store.types import TypeCatalog
 from tidings.store.wakeup import Wakeup
 from tidings.tracking.engagement_links import EngagementLinks
@@ -23,12 +25,19 @@ class Service:
     templates: TemplateCatalog = field(init=False)
     unsubscriber: Unsubscriber = field(init=False)
     engagement: EngagementLinks = field(init=False)
+    inbox_tokens: InboxTokens = field(init=False)
+    inbox_wakeup: InboxWakeup = field(init=False)
 
     def __post_init__(self) -> None:
         self.types = TypeCatalog(self.db)
         self.templates = TemplateCatalog(self.db)
         secret = load_secret(self.settings.secret_key, self.settings.secret_file)
         self.unsubscriber = Unsubscriber(secret, self.settings.public_url)
+        self.inbox_tokens = InboxTokens(secret, self.settings.inbox.token_seconds)
+        inbox = self.settings.inbox
+        self.inbox_wakeup = InboxWakeup(
+            self.db, inbox.max_streams_per_user, inbox.max_streams_per_process
+        )
         self.engagement = EngagementLinks(
             secret, self.settings.public_url, self.settings.tracking_link_days
         )
@@ -39,6 +48,7 @@ class Service:
         return cls(settings=settings, db=db)
 
     async def close(self) -> None:
+        await self.inbox_wakeup.close()
         await self.db.dispose()
 
 

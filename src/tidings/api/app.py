@@ -16,6 +16,7 @@ from tidings import __version__
 from tidings.api import errors, openapi
 from tidings.api.auth import PUBLIC, Keyring
 from tidings.api.body_limit import BodySizeLimit
+from tidings.api.inbox_cors import InboxCors
 from tidings.api.key_first import KeyFirst
 from tidings.api.request_id import RequestId
 from tidings.api.routes import (
@@ -26,6 +27,9 @@ from tidings.api.routes import (
     engagement,
     events,
     health,
+    inbox,
+    inbox_script,
+    inbox_stream,
     metrics,
     notifications,
     preferences,
@@ -56,6 +60,9 @@ ROUTERS = (
     registry.router,
     users.router,
     preferences.router,
+    inbox.router,
+    inbox_stream.router,
+    inbox_script.router,
     suppressions.router,
     replies.router,
     topics.router,
@@ -121,6 +128,8 @@ def create_app(service: Service) -> FastAPI:
     )
     # Outermost: a request without a valid key learns nothing of its body (not even 413).
     app.add_middleware(KeyFirst)
+    # Outside it: a browser's preflight carries no credentials (docs/inbox.md, CORS).
+    app.add_middleware(InboxCors, origins=list(settings.inbox.allowed_origins))
     openapi.document(app, ROUTERS)
     return app
 

@@ -27,6 +27,8 @@ from fastapi.security.utils import get_authorization_scheme_param
 
 from tidings.clock import utcnow
 from tidings.refusal import Refusal
+from tidings.service import Service
+from tidings.services import inbox
 from tidings.services import keys as api_keys
 from tidings.services.keys import Database, StoredKey
 from tidings.singleflight import SingleFlight
@@ -256,6 +258,46 @@ class ScopeCheck:
             )
         request.state.caller = caller
         return caller
+
+
+class UserOrScope(ScopeCheck):
+    """A route of one user's inbox feed (docs/inbox.md): a key with ``scope``, or that
+    user's own token (``tdu_...``), never another user's. ``query_token``: the token may also
+    come as ``?token=`` (EventSource cannot send headers)."""
+
+    def __init__(self, scope: Scope, query_token: bool = False) -> None:
+        super().__init__(scope)
+        self.query_token = query_token
+
+    async def __call__(self, request: Request, credentials: Credentials) -> Caller:
+        token = credentials.credentials if credentials is not None else None
+        if token is None and self.query_token:
+            token = request.query_params.get("token")
+        if not inbox.is_user_token(token):
+            return await super().__call__(request, credentials)
+        assert token is not None
+        service: Service = request.app.state.service
+        try:
+            user = inbox.token_user(service, token)
+        except inbox.InvalidToken as error:
+            raise Refusal(
+                "unauthorized", str(error), "Authorization", 401, {"WWW-Authenticate": "Bearer"}
+            ) from None
+        if user != request.path_params.get("user_id"):
+            raise Refusal("forbidden", "this user token is for another user", "Authorization", 403)
+        caller = Caller(service.settings.namespace, frozenset(), key_name=f"user token of {user}")
+        request.state.caller = caller
+        return caller
+
+
+def user_routes(scope: Scope, query_token: bool = False) -> list[params.Depends]:
+    """``dependencies=user_routes(Scope.READ)``: a key with the scope, or the user's token."""
+    return [Depends(UserOrScope(scope, query_token))]
+
+
+def takes_user_tokens(dependencies: Sequence[params.Depends]) -> bool:
+    """Whether a route accepts user tokens (the key check leaves them to the route)."""
+    return any(isinstance(d.dependency, UserOrScope) for d in dependencies)
 
 
 class _Public:

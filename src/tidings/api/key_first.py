@@ -19,9 +19,10 @@ from starlette._utils import get_route_path  # what the router matches routes on
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tidings.api.auth import Keyring, bearer_token, route_scope
+from tidings.api.auth import Keyring, bearer_token, route_scope, takes_user_tokens
 from tidings.api.errors import error_response
 from tidings.refusal import Refusal
+from tidings.services.inbox import is_user_token
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class _Route:
     path: re.Pattern[str]
     methods: frozenset[str] | None  # None: a mounted app, any method
     scoped: bool
+    # It takes user tokens (the inbox feed's routes): its own check reads them.
+    users: bool = False
 
 
 def _routes(app: FastAPI) -> list[_Route]:
@@ -42,7 +45,8 @@ def _routes(app: FastAPI) -> list[_Route]:
         methods = context.methods
         scope = route_scope(getattr(context, "dependencies", ()))
         scoped = scope not in (None, "public")
-        found.append(_Route(pattern, frozenset(methods) if methods else None, scoped))
+        users = takes_user_tokens(getattr(context, "dependencies", ()))
+        found.append(_Route(pattern, frozenset(methods) if methods else None, scoped, users))
     return found
 
 
@@ -54,7 +58,8 @@ class KeyFirst:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             refusal = await self._refusal(scope)
-            if refusal is not None and self._scoped(scope):
+            route = self._route(scope) if refusal is not None else None
+            if refusal is not None and route is not None and _refused(route, scope):
                 response = error_response(
                     refusal.status_code,
                     refusal.code,
@@ -80,14 +85,30 @@ class KeyFirst:
             return None
         return None
 
-    def _scoped(self, scope: Scope) -> bool:
-        """Whether the route this request reaches declares a scope (the first route whose
-        path and method match, as the router picks it)."""
+    def _route(self, scope: Scope) -> _Route | None:
+        """The route this request reaches (the first whose path and method match, as the
+        router picks it)."""
         if self._routes is None:
             self._routes = _routes(scope["app"])
         path = get_route_path(scope)
         method = scope["method"]
         for route in self._routes:
             if route.path.match(path) and (route.methods is None or method in route.methods):
-                return route.scoped
-        return False
+                return route
+        return None
+
+
+def _refused(route: _Route, scope: Scope) -> bool:
+    """Whether the key check refuses this request to ``route`` (it declares a scope, and
+    it is not a user token to a route that reads them itself)."""
+    return route.scoped and not (route.users and _user_token(scope))
+
+
+def _user_token(scope: Scope) -> bool:
+    """A user token in the header or the query: the route's own check reads it (401 when
+    forged or expired). Such routes take no body."""
+    headers = Headers(scope=scope)
+    if is_user_token(bearer_token(headers.get("authorization"))):
+        return True
+    query = scope.get("query_string", b"").decode("latin-1")
+    return "token=tdu_" in query

@@ -759,3 +759,48 @@ class Report(ApiModel):
     opened: OpenCounts
     clicked: ClickCounts
     rates: ReportRates
+
+
+class InboxItemOut(ApiModel):
+    """One message of a user's inbox feed (docs/inbox.md)."""
+
+    id: uuid.UUID
+    notification_id: uuid.UUID
+    type: str
+    subject: str | None
+    text: str
+    data: dict[str, Any]
+    created_at: datetime
+    seen_at: datetime | None
+    read_at: datetime | None
+    archived_at: datetime | None
+
+
+class InboxCounts(ApiModel):
+    """Of the messages not archived: never seen, never read, all."""
+
+    unseen: int
+    unread: int
+    total: int
+
+
+class InboxFeedOut(ApiModel):
+    items: list[InboxItemOut]
+    next: str | None = Field(description="give it back as `after` for the next page")
+    counts: InboxCounts
+
+
+class InboxItemChanged(ApiModel):
+    item: InboxItemOut
+    counts: InboxCounts
+
+
+class InboxAllChanged(ApiModel):
+    changed: int
+    counts: InboxCounts
+
+
+class InboxTokenOut(ApiModel):
+    token: str
+    user_id: str
+    expires_at: datetime

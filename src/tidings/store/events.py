@@ -84,6 +84,9 @@ TYPES = frozenset(
         # A workflow's step ended (docs/workflows.md); a digest closed.
         "step.completed",
         "digest.closed",
+        # A user saw or read an inbox message (store/inbox.py; docs/inbox.md).
+        "inbox.seen",
+        "inbox.read",
     ]
 )
 

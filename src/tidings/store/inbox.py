@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tidings.ids import day_bound, new_id
 from tidings.store.dialects import Variants
 from tidings.store.engine import Database
+from tidings.store.inbox_wakeup import notify_in
 from tidings.store.log_retention import delete_in_batches
 from tidings.store.schema import delivery, delivery_event, event, inbox_message
 
@@ -108,6 +109,8 @@ async def store(db: Database, message: NewMessage, now: datetime) -> InboxMessag
     )
     async with db.engine.begin() as conn:
         found = (await conn.execute(statement)).first()
+        if found is not None:
+            await notify_in(db, conn, {message.user_id})
     return None if found is None else _message(found)
 
 
@@ -127,6 +130,33 @@ async def page(
         rows = (await conn.execute(query)).all()
     items = [_message(row) for row in rows[:limit]]
     return Page(items, items[-1].id if len(rows) > limit else None)
+
+
+async def newer(db: Database, user_id: str, than: uuid.UUID, limit: int) -> list[InboxMessage]:
+    """The user's messages stored after ``than`` (not archived), oldest first: what a live
+    stream has not sent yet."""
+    query = (
+        sa.select(inbox_message)
+        .where(inbox_message.c.user_id == user_id, inbox_message.c.id > than)
+        .where(inbox_message.c.archived_at.is_(None))
+        .order_by(inbox_message.c.id)
+        .limit(limit)
+    )
+    async with db.engine.connect() as conn:
+        return [_message(row) for row in (await conn.execute(query)).all()]
+
+
+async def newest_id(db: Database, user_id: str) -> uuid.UUID:
+    """The id of the user's newest message (the smallest id when they have none)."""
+    query = (
+        sa.select(inbox_message.c.id)
+        .where(inbox_message.c.user_id == user_id)
+        .order_by(inbox_message.c.id.desc())
+        .limit(1)
+    )
+    async with db.engine.connect() as conn:
+        found = (await conn.execute(query)).scalar()
+    return found if isinstance(found, uuid.UUID) else uuid.UUID(int=0)
 
 
 def _status(status: Status) -> sa.ColumnElement[bool]:
@@ -186,6 +216,8 @@ async def change(
         if what in ("seen", "read"):
             for message in changed:
                 await _record(db, conn, message, what, now)
+        if changed:
+            await notify_in(db, conn, {user_id})
     return changed
 
 

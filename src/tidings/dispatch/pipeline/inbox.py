@@ -9,7 +9,7 @@ outcome shows the message once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 
 from tidings.clock import utcnow
@@ -21,8 +21,9 @@ from tidings.store import inbox
 from tidings.store.engine import Database
 
 ACCOUNT = "inbox"
-# Told of each message stored (the live streams, docs/inbox.md); None: nobody listens.
-Stored = Callable[[inbox.InboxMessage], Awaitable[None]]
+# Told of each user whose message was stored, after the commit: the live streams of this
+# process (docs/inbox.md; other processes hear of it through the database).
+Stored = Callable[[str], None]
 
 
 class InboxProvider:
@@ -51,7 +52,7 @@ class InboxProvider:
             utcnow(),
         )
         if stored is not None and self.on_stored is not None:
-            await self.on_stored(stored)
+            self.on_stored(stored.user_id)
         return SendResult(ACCOUNT, str(message.delivery_id))
 
     async def close(self) -> None:
