@@ -88,6 +88,14 @@ async def _status_is(client: httpx.AsyncClient, notification_id: str, want: dict
     return await statuses(client, notification_id) == want
 
 
+async def test_the_inbox_is_a_registered_users(client: httpx.AsyncClient) -> None:
+    await inbox_type(client)
+    body = {"type": "order.shipped", "userId": "ghost", "channels": ["inbox"], "data": {}}
+    refused = await post(client, body)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "unknown_user"
+
+
 async def test_preferences_switch_the_inbox_off_like_any_channel(
     client: httpx.AsyncClient, service: Service
 ) -> None:

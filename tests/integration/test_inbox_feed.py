@@ -21,8 +21,15 @@ from tidings.policy.inbox_tokens import AUDIENCE, PREFIX, InboxTokens, signing_k
 from tidings.providers.testing import ScriptedProvider
 from tidings.service import Service
 from tidings.settings import Settings
-from tidings.store import api_keys, inbox
+from tidings.store import api_keys, inbox, users
 from tidings.store.engine import Database
+
+
+@pytest.fixture(autouse=True)
+async def users_registered(db: Database) -> None:
+    """Only registered users have a feed."""
+    for user in ("ana", "bob"):
+        await users.put_user_settings(db, user, {}, datetime.now(UTC))
 
 
 async def fill(db: Database, user: str, count: int) -> list[uuid.UUID]:
@@ -104,6 +111,20 @@ async def test_bad_requests_name_their_field(
     response = await client.request(method, path)
     assert response.status_code == status, response.text
     assert response.json()["error"]["field"] == field
+
+
+async def test_an_unknown_or_erased_user_has_no_feed(
+    client: httpx.AsyncClient, db: Database
+) -> None:
+    await fill(db, "bob", 1)
+    for method, path in feed_routes("nobody", str(uuid.uuid4())):
+        response = await client.request(method, path)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"]["field"] == "userId"
+    assert (await client.post("/v1/users/nobody/inbox-token")).status_code == 404
+    assert (await client.delete("/v1/users/bob")).status_code in (200, 204)
+    assert (await client.get("/v1/users/bob/inbox")).status_code == 404
+    assert (await inbox.counts(db, "bob")).total == 0
 
 
 async def test_a_message_of_another_user_is_not_found(

@@ -214,8 +214,8 @@ def _addresses(item: NotificationIn, channel: Channel, context: IntakeContext) -
         address = given or (profile.address(channel.value) if profile else None)
         return [address] if address else []
     if channel is Channel.INBOX:
-        # The feed is the user's: its address is the user id (docs/inbox.md).
-        return [item.user_id] if item.user_id else []
+        # The feed is a registered user's: its address is the user id (docs/inbox.md).
+        return [item.user_id] if item.user_id and _profile(item, context) else []
     if to and to.device_tokens:
         return list(dict.fromkeys(to.device_tokens))
     return context.device_tokens.get(item.user_id, []) if item.user_id else []

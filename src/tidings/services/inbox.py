@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tidings.clock import utcnow
 from tidings.policy.inbox_tokens import InvalidToken, Issued, is_user_token
 from tidings.service import Service
-from tidings.store import inbox
+from tidings.store import inbox, users
 from tidings.store.inbox import Change, Counts, InboxMessage, Status
 from tidings.store.inbox_wakeup import StreamsFull
 
@@ -35,6 +35,11 @@ class Feed:
     items: list[InboxMessage]
     next: uuid.UUID | None
     counts: Counts
+
+
+async def is_user(service: Service, user_id: str) -> bool:
+    """Whether the user is registered: only they have a feed (an erased one has none)."""
+    return await users.get_user(service.db, user_id) is not None
 
 
 async def feed(

@@ -51,6 +51,7 @@ async def read_feed(
     out), ``limit`` at a time; ``next`` given back as ``after`` reads on, never skipping or
     repeating one. ``counts`` are of the messages not archived."""
     since = cursors.identifier(cursors.decode(after, 1)[0]) if after else None
+    await registered(request, user_id)
     found = await inbox.feed(service_of(request), user_id, status, limit, since)
     return InboxFeedOut(
         items=[_item(m) for m in found.items],
@@ -74,6 +75,7 @@ async def change_item(
     """Mark one message; marking it as it already is changes nothing. Seen and read are
     recorded in the delivery's history and the event log (``inbox.seen``, ``inbox.read``)."""
     message_id = _message_id(item_id)
+    await registered(request, user_id)
     found = await inbox.change_one(service_of(request), user_id, message_id, action)
     if found is None:
         raise Refusal("not_found", f"user {user_id!r} has no inbox item {item_id}", "itemId", 404)
@@ -91,6 +93,7 @@ async def change_all(
     request: Request, user_id: User, action: Literal["read-all", "seen-all"]
 ) -> Any:
     """Mark every message of the user read (or seen)."""
+    await registered(request, user_id)
     changed, counts = await inbox.change_all(
         service_of(request), user_id, inbox.ALL_CHANGES[action]
     )
@@ -106,8 +109,15 @@ async def change_all(
 async def mint_token(request: Request, user_id: User) -> Any:
     """A token for the user's browser: it reads and marks this user's feed (and no other
     user's, nor any other route) until ``expiresAt`` (``inbox.token_seconds``, 1 hour)."""
+    await registered(request, user_id)
     issued = inbox.mint_token(service_of(request), user_id)
     return InboxTokenOut(token=issued.token, user_id=issued.user_id, expires_at=issued.expires_at)
+
+
+async def registered(request: Request, user_id: str) -> None:
+    """404 for a user never registered (PUT /v1/users/{id}) or erased: no feed."""
+    if not await inbox.is_user(service_of(request), user_id):
+        raise Refusal("not_found", f"no user {user_id!r}", "userId", 404)
 
 
 def _message_id(text: str) -> uuid.UUID:

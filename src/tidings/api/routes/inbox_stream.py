@@ -21,7 +21,7 @@ from fastapi.responses import StreamingResponse
 
 from tidings.api.auth import Scope, user_routes
 from tidings.api.deps import service_of
-from tidings.api.routes.inbox import User, item_json
+from tidings.api.routes.inbox import User, item_json, registered
 from tidings.api.schemas import ErrorResponse
 from tidings.refusal import Refusal
 from tidings.service import Service
@@ -37,6 +37,7 @@ _SSE: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
     401: {"model": ErrorResponse},
+    404: {"model": ErrorResponse},
     429: {"model": ErrorResponse},
 }
 
@@ -56,6 +57,7 @@ async def stream(
     ``?token=`` (EventSource sends no headers): give such a short-lived one."""
     service = service_of(request)
     after = _last_id(last_event_id)
+    await registered(request, user_id)
     try:
         wake = service.inbox_wakeup.subscribe(user_id)
     except StreamsFull as full:
