@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
+    BeforeValidator,
     Field,
     StrictBool,
     StringConstraints,
@@ -517,14 +519,30 @@ class PreferencesOut(ApiModel):
     locale: str | None
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+def _iso_text(value: Any) -> Any:
+    """A time is ISO 8601 text: pydantic would also take a number (seconds since 1970),
+    which the schema (a date-time string) does not allow."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _ISO_DATE.match(value):
+        raise ValueError("give an ISO 8601 time with a time zone, e.g. 2026-12-05T08:00:00Z")
+    return value
+
+
+Moment = Annotated[AwareDatetime, BeforeValidator(_iso_text)]
+
+
 class BulkReplayIn(ApiModel):
     """The dead letters to replay: as GET /v1/dead-letters filters them."""
 
     kind: list[FailureKind] | None = Field(default=None, max_length=10)
     type: str | None = Field(default=None, min_length=1, max_length=100)
     error: str | None = Field(default=None, min_length=1, max_length=200)
-    since: datetime | None = Field(default=None, alias="from")
-    until: datetime | None = Field(default=None, alias="to")
+    since: Moment | None = Field(default=None, alias="from")
+    until: Moment | None = Field(default=None, alias="to")
     limit: int = Field(default=1000, ge=1, le=1000)
 
 

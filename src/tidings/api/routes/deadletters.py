@@ -13,7 +13,14 @@ from tidings.api.auth import Scope, caller_of, needs
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.masking import mask_address
-from tidings.api.schemas import BulkReplayed, BulkReplayIn, DeadLetter, ErrorResponse, Replayed
+from tidings.api.schemas import (
+    BulkReplayed,
+    BulkReplayIn,
+    DeadLetter,
+    ErrorResponse,
+    Moment,
+    Replayed,
+)
 from tidings.refusal import Refusal
 from tidings.services import deadletters
 from tidings.services.deadletters import DEAD_KINDS, DeadFilter, Replay
@@ -46,8 +53,8 @@ async def list_dead_letters(
     kind: Annotated[list[FailureKind] | None, Query()] = None,
     type: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
     error: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-    since: Annotated[datetime | None, Query(alias="from")] = None,
-    until: Annotated[datetime | None, Query(alias="to")] = None,
+    since: Annotated[Moment | None, Query(alias="from")] = None,
+    until: Annotated[Moment | None, Query(alias="to")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Failed deliveries (exhausted, poison and ambiguous by default), newest first; by

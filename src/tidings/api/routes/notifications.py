@@ -28,6 +28,7 @@ from tidings.api.schemas import (
     FoundDeliveryOut,
     FoundNotificationOut,
     HistoryEntry,
+    Moment,
     NotificationAccepted,
     NotificationOut,
     NotificationPage,
@@ -311,8 +312,8 @@ async def search_notifications(
     channel: Annotated[Channel | None, Query()] = None,
     campaign_id: Annotated[uuid.UUID | None, Query(alias="campaignId")] = None,
     address: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
-    start: Annotated[datetime | None, Query(alias="from")] = None,
-    end: Annotated[datetime | None, Query(alias="to")] = None,
+    start: Annotated[Moment | None, Query(alias="from")] = None,
+    end: Annotated[Moment | None, Query(alias="to")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     after: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Any:
