@@ -62,9 +62,14 @@ HYPOTHESIS = settings(
 # Checks that ask more than a schema can say:
 # - positive_data_acceptance wants every schema-valid request accepted, but a valid-looking
 #   request can name a type that is not registered (422) or carry an unsigned token (400).
-# - /v1/notifications/batch and /v1/templates/preview are also matched by the templated
-#   GET /v1/notifications/{notificationId} and GET /v1/templates/{typeName}, so other
-#   methods there get those routes' answers, and Allow lists GET as well.
+# - /v1/notifications/batch, /v1/notifications/cancel, /v1/templates/preview and
+#   /v1/users/batch are also matched by the templated GET
+#   /v1/notifications/{notificationId}, GET /v1/templates/{typeName} and
+#   GET/PUT/DELETE /v1/users/{userId}, so other methods there get those routes' answers,
+#   and Allow lists their methods as well.
+# - use_after_free on a user's devices and topics: those lists answer for any user id,
+#   registered or not (a device may be registered before its profile), so after an erasure
+#   they answer 200 with an empty list, not 404.
 # - negative_data_rejection: 413 is a rejection too (a template part of 100,000 characters
 #   can take more than the body limit once JSON-escaped).
 # - negative_data_rejection on the batch: an invalid item is answered in its own result
@@ -79,7 +84,12 @@ CONFIG = SchemathesisConfig.from_dict(
         },
         "operations": [
             {
-                "include-path": ["/v1/notifications/batch", "/v1/templates/preview"],
+                "include-path": [
+                    "/v1/notifications/batch",
+                    "/v1/notifications/cancel",
+                    "/v1/templates/preview",
+                    "/v1/users/batch",
+                ],
                 "checks": {
                     "unsupported_method": {"enabled": False},
                     "allow_header_conformance": {"enabled": False},
@@ -88,6 +98,10 @@ CONFIG = SchemathesisConfig.from_dict(
             {
                 "include-path": "/v1/notifications/batch",
                 "checks": {"negative_data_rejection": {"enabled": False}},
+            },
+            {
+                "include-path": ["/v1/users/{user_id}/devices", "/v1/users/{user_id}/topics"],
+                "checks": {"use_after_free": {"enabled": False}},
             },
         ],
     }
