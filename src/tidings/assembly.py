@@ -126,7 +126,11 @@ def _lane_context(
     settings = service.settings
     types = TypeRulebook(service.types, RetryPolicy(**settings.retry.model_dump()))
     composer = Composer(
-        service.templates, service.unsubscriber, settings.sms_max_segments, service.engagement
+        service.templates,
+        service.unsubscriber,
+        settings.sms_max_segments,
+        service.engagement,
+        service.preference_links,
     )
     return LaneContext(
         db=service.db,

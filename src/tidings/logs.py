@@ -129,12 +129,12 @@ def redact(text: str) -> str:
 
 
 # Path prefixes whose next segments are tokens or addresses: masked in access lines.
-_SECRET_PATHS = re.compile(r"^(/u/|/t/|/v1/devices/|/v1/suppressions/[^/]+/).+$")
+_SECRET_PATHS = re.compile(r"^(/u/|/p/|/t/|/v1/devices/|/v1/suppressions/[^/]+/).+$")
 
 
 def safe_path(path: str) -> str:
     """An HTTP path for the log: no query string (it can carry tokens), and the signed
-    tokens of /u/ and /t/ links, device tokens and suppressed addresses masked."""
+    tokens of /u/, /p/ and /t/ links, device tokens and suppressed addresses masked."""
     path = path.split("?", 1)[0]
     return _SECRET_PATHS.sub(r"\1…", path)
 

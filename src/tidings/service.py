@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tidings.content.catalog import TemplateCatalog
 from tidings.policy.inbox_tokens import InboxTokens
+from tidings.policy.preference_links import PreferenceLinks
 from tidings.policy.unsubscribe import Unsubscriber, load_secret
 from tidings.providers.chains import ProviderSet, build_providers
 from tidings.settings import Settings
@@ -24,6 +25,7 @@ class Service:
     types: TypeCatalog = field(init=False)
     templates: TemplateCatalog = field(init=False)
     unsubscriber: Unsubscriber = field(init=False)
+    preference_links: PreferenceLinks = field(init=False)
     engagement: EngagementLinks = field(init=False)
     inbox_tokens: InboxTokens = field(init=False)
     inbox_wakeup: InboxWakeup = field(init=False)
@@ -33,6 +35,9 @@ class Service:
         self.templates = TemplateCatalog(self.db)
         secret = load_secret(self.settings.secret_key, self.settings.secret_file)
         self.unsubscriber = Unsubscriber(secret, self.settings.public_url)
+        self.preference_links = PreferenceLinks(
+            secret, self.settings.public_url, self.settings.preference_link_days
+        )
         self.inbox_tokens = InboxTokens(secret, self.settings.inbox.token_seconds)
         inbox = self.settings.inbox
         self.inbox_wakeup = InboxWakeup(

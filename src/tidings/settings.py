@@ -74,7 +74,9 @@ class Settings(BaseSettings):
     public_url: str = "http://127.0.0.1:8000"
     # Open-pixel and click links (docs/tracking.md) stop working after this many days.
     tracking_link_days: int = Field(default=365, ge=1, le=3650)
-    # Signs unsubscribe, open and click links. Unset: a random one kept in secret_file.
+    # Preference center links (/p/..., docs/inbox.md) stop working after this many days.
+    preference_link_days: int = Field(default=90, ge=1, le=3650)
+    # Signs unsubscribe, preference, open and click links. Unset: a random one kept in secret_file.
     secret_key: str | None = None
     secret_file: Path = Path("./tidings.secret")
     # API keys (docs/security.md): a revoked key stops working within this many seconds in

@@ -36,6 +36,7 @@ from tidings.store.engine import connect
 PUBLIC_PREFIXES = (
     "/v1/webhooks/",
     "/u/",
+    "/p/",  # the preference center: its signed link is its proof (docs/inbox.md)
     "/t/",
     "/healthz",
     "/readyz",

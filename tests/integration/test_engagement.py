@@ -90,6 +90,7 @@ def test_links_are_rewritten_except_those_left_alone() -> None:
         '<a href="mailto:help@shop.example">mail</a><a href="tel:+15550100">call</a>'
         '<a href="https://shop.example/e" data-tidings-notrack>E</a>'
         '<a href="https://tidings.example/u/TOKEN">unsubscribe</a>'
+        '<a href="https://tidings.example/p/TOKEN">preferences</a>'
         '<a href="/relative">R</a><a name="top">no href</a></p>'
     )
     out = tracked_links(html, lambda url: f"CLICK[{url}]", LINKS.is_ours)
@@ -103,6 +104,7 @@ def test_links_are_rewritten_except_those_left_alone() -> None:
         "tel:+15550100",
         "https://shop.example/e",
         "https://tidings.example/u/TOKEN",
+        "https://tidings.example/p/TOKEN",
         "/relative",
     ]
     assert "CLICK[https://shop.example/a?x=1&y=2]" in out.replace("&amp;", "&")

@@ -188,6 +188,7 @@ def test_the_text_format_shows_the_fields_after_the_message() -> None:
 def test_access_paths_lose_their_query_and_tokens() -> None:
     assert logs.safe_path("/v1/notifications/abc?token=x") == "/v1/notifications/abc"
     assert logs.safe_path("/u/signed.token") == "/u/…"
+    assert logs.safe_path("/p/signed.token") == "/p/…"
     assert logs.safe_path("/t/o/signed.token?x=1") == "/t/…"
     assert logs.safe_path("/v1/suppressions/email/ana@example.com") == "/v1/suppressions/email/…"
     assert logs.safe_path("/v1/devices/fcm-token-1") == "/v1/devices/…"

@@ -19,8 +19,10 @@ async def preview(service: Service, kind: NotificationType, body: PreviewIn) -> 
         profile = await registry.get_user(service.db, body.user_id)
     locale = body.locale or (profile.locale if profile else None)
     channels = [c.value for c in body.channels] if body.channels else list(kind.channels)
+    public = service.settings.public_url
+    preferences_url = f"{public}/p/PREVIEW" if body.user_id is not None else None
     context = template_variables(
-        body.data, body.user_id, profile, locale, f"{service.settings.public_url}/u/PREVIEW"
+        body.data, body.user_id, profile, locale, f"{public}/u/PREVIEW", preferences_url
     )
     # Versions stored through another process show within the catalog's max_age.
     await service.templates.refresh_if_stale()

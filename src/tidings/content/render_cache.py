@@ -6,7 +6,8 @@ it) and on nothing else, unless it draws random numbers (the ``random`` filter,
 ``lipsum``). So the content rendered for one set of values of the named variables is the
 content for every delivery with the same values: the cache key is the template version and
 those values (as canonical JSON; a value JSON cannot hold is not cached). A template that
-names ``user`` or ``unsubscribe_url`` gets one entry per user, and gains nothing.
+names ``user``, ``unsubscribe_url`` or ``preferences_url`` gets one entry per user, and
+gains nothing.
 
 Only templates that render in the worker thread use it (loops, macros, calls: see
 ``render.py``): they cost a thread hop and a traced render each, about a millisecond; the

@@ -14,16 +14,19 @@ def template_variables(
     profile: UserProfile | None,
     locale: str | None,
     unsubscribe_url: str | None,
+    preferences_url: str | None = None,
 ) -> dict[str, Any]:
-    """The notification's data at the top level (and as ``data``), then ``user``, ``locale``
-    and ``unsubscribe_url``, which win over data keys of the same name. ``user`` holds the
-    id, locale, timezone and attributes; a user id without a profile still has its id."""
+    """The notification's data at the top level (and as ``data``), then ``user``, ``locale``,
+    ``unsubscribe_url`` and ``preferences_url``, which win over data keys of the same name.
+    ``user`` holds the id, locale, timezone and attributes; a user id without a profile
+    still has its id."""
     return {
         **data,
         "data": data,
         "user": _user(user_id, profile),
         "locale": locale,
         "unsubscribe_url": unsubscribe_url,
+        "preferences_url": preferences_url,
     }
 
 

@@ -53,3 +53,18 @@ async def shown(service: Service, user_id: str) -> Shown | None:
         timezone=profile.timezone,
         locale=profile.locale,
     )
+
+
+async def choose(
+    service: Service,
+    user_id: str,
+    chosen: Mapping[tuple[str, str], bool],
+    profile: Mapping[str, Any],
+) -> None:
+    """Set the choices given and keep the user's others (the preference center shows only
+    the channels the service sends on): ``replace`` with the stored ones and these."""
+    stored = (await preferences.of_users(service.db, [user_id])).get(user_id, {})
+    categories: dict[str, dict[str, bool]] = {}
+    for (category, channel), on in {**stored, **chosen}.items():
+        categories.setdefault(category, {})[channel] = on
+    await replace(service, user_id, categories, profile)

@@ -49,8 +49,9 @@ class EngagementLinks:
         return f"{self.public_url}/t/c/{self._clicks.dumps([delivery_id.hex, url])}"
 
     def is_ours(self, url: str) -> bool:
-        """A link to this service's own unsubscribe or tracking routes: left as it is."""
-        return url.startswith((f"{self.public_url}/u/", f"{self.public_url}/t/"))
+        """A link to this service's own unsubscribe, preference or tracking routes: left as
+        it is."""
+        return url.startswith(tuple(f"{self.public_url}/{route}/" for route in "upt"))
 
     def read_open(self, token: str) -> uuid.UUID:
         payload = self._load(self._opens, token)

@@ -3,7 +3,8 @@
 GET only shows a page with a button: mail scanners follow links, and must not unsubscribe
 anyone. POST (the button, or a mail client's one-click request) switches the category off
 and, for a link that names its delivery, records ``unsubscribed`` in that delivery's history
-once (the event the reports and producers hear of).
+once (the event the reports and producers hear of). Both pages of a user's link lead to
+the user's preference center (``/p/{token}``), to choose more finely than one switch.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ def _page(title: str, text: str, form: str = "", status_code: int = 200) -> HTML
     return HTMLResponse(body, status_code=status_code)
 
 
+def _more(request: Request, wanted: Unsubscribe) -> str:
+    """A link to the user's preference center (a bare address has none)."""
+    if wanted.user_id is None:
+        return ""
+    service: Service = request.app.state.service
+    token = service.preference_links.token(wanted.user_id)
+    return f'<p><a href="/p/{escape(token)}">Manage all your notification preferences</a></p>'
+
+
 def _read(request: Request, token: str) -> Unsubscribe:
     service: Service = request.app.state.service
     return service.unsubscriber.read(token)
@@ -61,7 +71,7 @@ async def confirm_unsubscribe(request: Request, token: str) -> HTMLResponse:
     form = (
         f'<form method="post" action="/u/{escape(token)}">'
         '<button type="submit">Unsubscribe</button></form>'
-    )
+    ) + _more(request, wanted)
     text = f"Stop receiving {wanted.category} messages by {wanted.channel}?"
     return _page("Unsubscribe", text, form)
 
@@ -78,7 +88,7 @@ async def unsubscribe(request: Request, token: str) -> HTMLResponse:
     if wanted.delivery_id is not None:
         await _record(service, wanted.delivery_id, wanted)
     text = f"You will no longer receive {wanted.category} messages by {wanted.channel}."
-    return _page("Unsubscribed", text)
+    return _page("Unsubscribed", text, _more(request, wanted))
 
 
 async def _record(service: Service, delivery_id: uuid.UUID, wanted: Unsubscribe) -> None:

@@ -17,6 +17,7 @@ from tidings.dispatch.pipeline import observed
 from tidings.dispatch.pipeline.deadlines import Deadlines
 from tidings.dispatch.pipeline.send_starts import Begin
 from tidings.dispatch.pipeline.types import TypeRules
+from tidings.policy.preference_links import PreferenceLinks
 from tidings.policy.unsubscribe import Unsubscribe, Unsubscriber
 from tidings.priorities import Category, Channel, Priority
 from tidings.providers.base import Content, EmailSender, Message, Provider, ProviderError
@@ -31,13 +32,14 @@ from tidings.tracking.html_links import tracked_links, with_open_pixel
 @dataclass(frozen=True)
 class Composer:
     """Builds the message of a claimed delivery: its rendered template (after the checks,
-    before the provider: docs/architecture.md, Templates and rendering) and its unsubscribe
-    link."""
+    before the provider: docs/architecture.md, Templates and rendering), its unsubscribe
+    link and its user's preference center link."""
 
     templates: TemplateCatalog
     unsubscriber: Unsubscriber | None = None
     sms_max_segments: int = 10
     engagement: EngagementLinks | None = None
+    preference_links: PreferenceLinks | None = None
 
     async def message(
         self, claimed: ClaimedDelivery, rules: TypeRules, profile: UserProfile | None
@@ -45,7 +47,9 @@ class Composer:
         """The message and the template version it was rendered with; ``RenderError``
         when it cannot be rendered (poison)."""
         headers, link = self._unsubscribe(claimed)
-        context = template_variables(claimed.data, claimed.user_id, profile, claimed.locale, link)
+        context = template_variables(
+            claimed.data, claimed.user_id, profile, claimed.locale, link, self._preferences(claimed)
+        )
         try:
             rendered = await compose(
                 self.templates,
@@ -97,6 +101,12 @@ class Composer:
         if rules.track_opens:
             html = with_open_pixel(html, links.open_url(claimed.id))
         return replace(content, html=html)
+
+    def _preferences(self, claimed: ClaimedDelivery) -> str | None:
+        """The user's preference center, in a message of any category: only a user has one."""
+        if self.preference_links is None or claimed.user_id is None:
+            return None
+        return self.preference_links.url(claimed.user_id)
 
     def _unsubscribe(self, claimed: ClaimedDelivery) -> tuple[dict[str, str], str | None]:
         """Every marketing message offers a way out; email also in its headers (RFC 8058).
