@@ -65,6 +65,9 @@ class Message:
     reply_to: str | None = None
     cc: tuple[str, ...] = ()
     bcc: tuple[str, ...] = ()
+    # WhatsApp: when the number last wrote to each account (the 24-hour customer service
+    # window, providers/_whatsapp_window.py); empty when it never did.
+    inbound_at: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def idempotency_key(self) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tidings.providers.accounts import AccountSettings
 
@@ -95,4 +95,14 @@ class WebhookReceiver(Protocol[Account, Verified]):
         self, verified: Verified, call: Callback, account: Account, db: Database
     ) -> Answer | Refused:
         """Record what a verified callback says (one transaction) and answer the provider."""
+        ...
+
+
+@runtime_checkable
+class Handshake(Protocol):
+    """A receiver whose provider first checks the callback URL with a GET (Meta's
+    ``hub.challenge``): ``GET /v1/webhooks/{kind}/{account}`` is answered by ``handshake``."""
+
+    async def handshake(self, call: Callback, account: Any) -> Answer | Refused:
+        """The provider's answer when the request proves the account's own, else why not."""
         ...

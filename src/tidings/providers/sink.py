@@ -45,6 +45,7 @@ def _as_json(message: Message) -> dict[str, Any]:
     document["notification_id"] = str(message.notification_id)
     document["channel"] = message.channel.value
     document["priority"] = message.priority.value
+    document["inbound_at"] = {a: at.isoformat() for a, at in message.inbound_at.items()}
     return document
 
 

@@ -57,6 +57,9 @@ class ClaimedDelivery:
     email: dict[str, Any] | None = None
     # The HTTP request that submitted the notification, for the log lines of its sends.
     request_id: str | None = None
+    # WhatsApp: when the number last wrote to each account, filled by the send-time checks
+    # (the 24-hour customer service window; not a column).
+    inbound_at: dict[str, datetime] | None = None
 
 
 _DELIVERY_COLUMNS = (
@@ -82,7 +85,9 @@ _NOTIFICATION_COLUMNS = (
 )
 # Every column a claim returns, by the name of its ClaimedDelivery field.
 CLAIM_COLUMNS = tuple(c.name for c in (*_DELIVERY_COLUMNS, *_NOTIFICATION_COLUMNS))
-assert set(CLAIM_COLUMNS) == {f.name for f in fields(ClaimedDelivery)}, "claim columns"
+# (inbound_at is no column: the send-time checks fill it.)
+_FILLED_LATER = {"inbound_at"}
+assert set(CLAIM_COLUMNS) == {f.name for f in fields(ClaimedDelivery)} - _FILLED_LATER, "claims"
 
 
 def claimed_from_row(row: Mapping[str, Any]) -> ClaimedDelivery:

@@ -36,6 +36,7 @@ from tidings.store.schema import (
     user_profile,
 )
 from tidings.store.suppressions import canonical_address, erased_address
+from tidings.store.whatsapp_windows import forget as forget_windows
 
 # The profile's address fields and the channel each is an address of.
 _CHAT_COLUMNS = ("slack", "discord", "teams", "telegram", "whatsapp")
@@ -87,6 +88,7 @@ async def erase_user(db: Database, user_id: str) -> Erased:
         notifications = await _scrub_notifications(conn, notification_ids, texts)
         suppressions = await _hash_suppressions(conn, addresses)
         phones = [a for c, a in addresses if c == "sms"]
+        await forget_windows(conn, [a for c, a in addresses if c == "whatsapp"])
         return Erased(
             user_id=user_id,
             profile=await _delete(conn, user_profile.c.id, user_id) > 0,

@@ -553,6 +553,17 @@ inbound_reply = sa.Table(
     sa.Index("ix_inbound_reply_at", "at"),
 )
 
+whatsapp_window = sa.Table(
+    "whatsapp_window",
+    metadata,
+    # WhatsApp's 24-hour customer service window: when a number last wrote to an account's
+    # business number (its inbound webhooks). Free text goes out only inside the window
+    # (providers/_whatsapp_window.py); the row keeps the newest message's time only.
+    sa.Column("account", sa.String(100), primary_key=True),
+    sa.Column("number", sa.String(16), primary_key=True),  # E.164, as the address is
+    _ts("last_inbound_at", nullable=False),
+)
+
 event = sa.Table(
     "event",
     metadata,

@@ -18,7 +18,7 @@ from tidings.api.auth import PUBLIC
 from tidings.api.deps import service_of
 from tidings.api.errors import error_response
 from tidings.api.schemas import ErrorResponse
-from tidings.providers.receivers import Answer, Callback, Refused
+from tidings.providers.receivers import Answer, Callback, Handshake, Refused
 from tidings.providers.registry import RECEIVERS
 
 router = APIRouter(prefix="/v1/webhooks", tags=["provider callbacks"], dependencies=PUBLIC)
@@ -31,6 +31,21 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 async def provider_callback(request: Request, kind: str, account: str) -> Response:
     """A provider's callback for one of its accounts: status reports, bounces, opens."""
     return await _receive(request, kind, account, "")
+
+
+@router.get("/{kind}/{account}", responses=_ERRORS)
+async def provider_handshake(request: Request, kind: str, account: str) -> Response:
+    """A provider's check of its callback URL before it posts to it (Meta's verification
+    request: ``hub.mode``, ``hub.verify_token``, ``hub.challenge``)."""
+    receiver = RECEIVERS.get(kind)
+    if not isinstance(receiver, Handshake):
+        return error_response(404, "not_found", f"no provider handshake {request.url.path!r}")
+    settings = service_of(request).settings.accounts.get(account)
+    if not isinstance(settings, receiver.account_type):
+        return error_response(404, "not_found", f"no {receiver.title} account {account!r}")
+    call = Callback(account, "", b"", request.headers, request.query_params, str(request.url))
+    answer = await receiver.handshake(call, settings)
+    return _refusal(answer) if isinstance(answer, Refused) else _answer(answer)
 
 
 @router.post("/{kind}/{account}/{hook}", responses=_ERRORS)

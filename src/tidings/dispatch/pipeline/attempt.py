@@ -85,6 +85,7 @@ class Composer:
             category=claimed.category,
             ttl_seconds=rules.ttl_seconds,
             collapse_key=rules.collapse_key,
+            inbound_at=claimed.inbound_at or {},
         )
         if claimed.channel == Channel.EMAIL.value:
             _email_details(message, rules.email or {}, claimed.email or {})

@@ -21,7 +21,7 @@ from tidings.policy import quiet_hours
 from tidings.policy.preferences import wanted
 from tidings.priorities import Category, Channel
 from tidings.states import FailureKind
-from tidings.store import frequency, preferences, suppressions, users
+from tidings.store import frequency, preferences, suppressions, users, whatsapp_windows
 from tidings.store.claims import ClaimedDelivery
 from tidings.store.engine import Database
 from tidings.store.outcomes import Outcome, reachable
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 TRANSACTIONAL = Category.TRANSACTIONAL.value
 EMAIL = Channel.EMAIL.value
+WHATSAPP = Channel.WHATSAPP.value
 # Sends per user and category per local day (docs/architecture.md, Policy check order).
 DEFAULT_CAPS: Mapping[str, int] = {Category.MARKETING.value: 3}
 
@@ -139,6 +140,7 @@ class SendTimeChecks:
         outcomes = [Outcome.skipped(d, reasons[d.id]) for d in claimed if d.id in reasons]
         wanted = [d for d in claimed if d.id not in reasons]
         profiles = await self._profiles(wanted)
+        await _whatsapp_windows(self.db, wanted)
         until = self._quiet(wanted, profiles, now)
         outcomes += [
             Outcome.deferred(d, until[d.id], "quiet_hours") for d in wanted if d.id in until
@@ -220,6 +222,18 @@ class SendTimeChecks:
         ]
         counted = await frequency.count_sends(self.db, sends)
         return {d.id for d, ok in zip(capped, counted, strict=True) if not ok}
+
+
+async def _whatsapp_windows(db: Database, claimed: Sequence[ClaimedDelivery]) -> None:
+    """Each whatsapp delivery's number: when it last wrote to each account (one query), for
+    the adapters to refuse free text outside the 24-hour window before calling."""
+    numbers = {d.address for d in claimed if d.channel == WHATSAPP}
+    if not numbers:
+        return
+    found = await whatsapp_windows.last_inbound(db, numbers)
+    for d in claimed:
+        if d.channel == WHATSAPP:
+            d.inbound_at = found.get(d.address, {})
 
 
 def _copies(delivery: ClaimedDelivery) -> list[str]:

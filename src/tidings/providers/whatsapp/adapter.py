@@ -5,7 +5,9 @@ A business-initiated message must be an approved template: the tidings template 
 ``whatsapp`` type names it in ``data.template`` with its ``data.language`` and maps the
 notification's variables to its body parameters (``data["1"]``, ``data["2"]``..., each a
 rendered Jinja expression). A template without them sends its ``text`` as free text, which
-WhatsApp takes only inside the 24-hour customer service window (131047 otherwise). The
+WhatsApp takes only inside the 24-hour customer service window (131047 otherwise): tidings
+knows the window from the inbound webhooks and fails free text outside it before calling
+(``providers/_whatsapp_window.py``). The
 delivery id rides in ``biz_opaque_callback_data``, which Meta echoes in every status
 webhook, so a status finds its delivery even when the send's answer was lost.
 """
@@ -18,6 +20,7 @@ import httpx
 
 from tidings.providers._chat import post_json
 from tidings.providers._http import pooled_client
+from tidings.providers._whatsapp_window import outside_window
 from tidings.providers.base import Message, PoisonError, SendResult
 from tidings.providers.whatsapp.account import WhatsAppAccount
 from tidings.providers.whatsapp.errors import classify
@@ -37,6 +40,8 @@ class WhatsAppProvider:
         token = self.account.access_token.get_secret_value()
         auth = {"authorization": f"Bearer {token}"}
         payload = self.payload(message)
+        if payload["type"] == "text":
+            outside_window(message, self.name)  # before Meta: its 131047 would only cost a call
         response = await post_json(self._client, "whatsapp", self._url, payload, message, auth)
         if response.status_code == 200:
             return SendResult(provider=self.name, provider_msg_id=_message_id(response))

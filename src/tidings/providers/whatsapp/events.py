@@ -27,6 +27,21 @@ def statuses(notification: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
                 yield from _list(value.get("statuses"))
 
 
+def inbound(notification: Mapping[str, Any], now: datetime) -> list[tuple[str, datetime]]:
+    """Each message a user sent (``value.messages[]``): their E.164 number and when they
+    sent it, never later than ``now`` (a clock ahead must not stretch the window)."""
+    found = []
+    for entry in _list(notification.get("entry")):
+        for change in _list(entry.get("changes")):
+            value = change.get("value")
+            for item in _list(value.get("messages") if isinstance(value, dict) else None):
+                sender = item.get("from")
+                if isinstance(sender, str) and sender.isdigit() and 7 <= len(sender) <= 15:
+                    at = _at(item.get("timestamp")) or now
+                    found.append((f"+{sender}", min(at, now)))
+    return found
+
+
 def whatsapp_status(status: Mapping[str, Any], now: datetime) -> Tracked | None:
     wamid, state = status.get("id"), status.get("status")
     if not isinstance(wamid, str) or state not in ("delivered", "read", "failed"):

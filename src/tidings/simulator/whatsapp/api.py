@@ -4,7 +4,8 @@ Checks the bearer token (190, HTTP 401) and the phone number id (100), then the 
 as Meta does: ``messaging_product`` whatsapp, a ``to`` of digits, and either a template
 that is approved for its language with as many body parameters as it has (132001, 132000),
 or free text, which is taken only inside the recipient's 24-hour customer service window
-(``windows``: the numbers that wrote in; 131047 otherwise). It answers Meta's message JSON
+(``windows``: when each number last wrote in, through ``user_writes``, which also posts the
+signed ``messages`` webhook; 131047 otherwise). It answers Meta's message JSON
 with a ``wamid``, then posts status webhooks (``sent``, then ``delivered`` and ``read``, or
 ``failed`` with an error code, from the behaviour's ``reports``: ``read``,
 ``failed:<code>``) to ``whatsapp_webhook_url``, signed ``X-Hub-Signature-256`` with the app
@@ -34,6 +35,7 @@ from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 
 NAME = "whatsapp"
 DELIVERY_HEADER = "x-tidings-delivery"
+WINDOW_SECONDS = 24 * 3600  # the customer service window a user's message opens
 DIGITS = re.compile(r"[1-9][0-9]{6,14}")
 # Cloud API error codes: (HTTP status, title).
 ERRORS: dict[int, tuple[int, str]] = {
@@ -63,7 +65,8 @@ class SimulatedWhatsApp:
         self.webhook_url = config.whatsapp_webhook_url
         # Approved templates: "name:language" -> the number of body parameters.
         self.templates: dict[str, int] = dict(config.whatsapp_templates)
-        self.windows: set[str] = set()  # numbers inside their 24-hour window
+        # When each number last wrote in (epoch seconds): free text only within 24 hours.
+        self.windows: dict[str, float] = {}
         self.reporter = Reporter(self.state, self._post)
 
     def routes(self) -> list[BaseRoute]:
@@ -115,7 +118,7 @@ class SimulatedWhatsApp:
             body = text.get("body") if isinstance(text, dict) else None
             if not isinstance(body, str) or not body or len(body) > 4096:
                 return 100, "text.body must be 1 to 4096 characters"
-            if payload["to"] not in self.windows:
+            if time.time() - self.windows.get(payload["to"], -WINDOW_SECONDS) >= WINDOW_SECONDS:
                 return 131047, (
                     "Message failed to send because more than 24 hours have passed since the "
                     "customer last replied to this number."
@@ -144,6 +147,32 @@ class SimulatedWhatsApp:
             return 132000, f"expected {expected} parameters, got {given}"
         return None
 
+    def user_writes(self, number: str, text: str, at: float | None = None) -> None:
+        """``number`` (digits) sends ``text`` to the business at ``at`` (default now): its
+        window opens from then, and the ``messages`` webhook is posted as Meta does (``at``
+        in the past: a webhook Meta delivers late, as its retries for up to 7 days do)."""
+        sent = time.time() if at is None else at
+        self.windows[number] = max(sent, self.windows.get(number, sent))
+        if self.webhook_url is None:
+            return
+        message = {
+            "from": number,
+            "id": "wamid." + secrets.token_urlsafe(24),
+            "timestamp": str(int(sent)),
+            "type": "text",
+            "text": {"body": text},
+        }
+        value = {
+            "messaging_product": "whatsapp",
+            "metadata": self._metadata(),
+            "contacts": [{"profile": {"name": "A user"}, "wa_id": number}],
+            "messages": [message],
+        }
+        self.reporter.schedule(_envelope(value), delay_ms=0)
+
+    def _metadata(self) -> dict[str, str]:
+        return {"display_phone_number": "15550001111", "phone_number_id": self.phone_number_id}
+
     def _report(self, wamid: str, to: str, opaque: Any) -> None:
         outcome = self.state.report_outcome(to)
         if self.webhook_url is None:
@@ -170,11 +199,8 @@ class SimulatedWhatsApp:
             item["biz_opaque_callback_data"] = opaque
         if code is not None:
             item["errors"] = [{"code": code, "title": ERRORS.get(code, (400, "Error"))[1]}]
-        number = {"display_phone_number": "15550001111", "phone_number_id": self.phone_number_id}
-        value = {"messaging_product": "whatsapp", "metadata": number, "statuses": [item]}
-        change = {"value": value, "field": "messages"}
-        entry = {"id": "102290129340398", "changes": [change]}
-        return {"object": "whatsapp_business_account", "entry": [entry]}
+        value = {"messaging_product": "whatsapp", "metadata": self._metadata(), "statuses": [item]}
+        return _envelope(value)
 
     async def _post(self, client: httpx.AsyncClient, items: list[object]) -> httpx.Response:
         [notification] = items
@@ -186,6 +212,13 @@ class SimulatedWhatsApp:
 
     async def close(self) -> None:
         await self.reporter.close()
+
+
+def _envelope(value: dict[str, Any]) -> dict[str, Any]:
+    """A webhook notification around one change's ``value``."""
+    change = {"value": value, "field": "messages"}
+    entry = {"id": "102290129340398", "changes": [change]}
+    return {"object": "whatsapp_business_account", "entry": [entry]}
 
 
 def _text_parameter(parameter: Any) -> bool:
