@@ -29,6 +29,7 @@ async def marketing_type(client: httpx.AsyncClient, name: str = "promo") -> None
 
 
 def link(service: Service, user: str = "ana") -> str:
+    """A new link (each second makes another token: a form's nonce is bound to its own)."""
     return f"/p/{service.preference_links.token(user)}"
 
 
@@ -81,29 +82,31 @@ async def test_the_page_speaks_the_users_locale_else_the_browsers(
 async def test_required_channels_are_locked_with_why(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    url = link(service)
     await put_type(client, "receipt", channels=("email",))
     await register(client, "ana")
-    page, nonce = await form_of(client, link(service))
+    page, nonce = await form_of(client, url)
     assert 'value="transactional.email"' not in page
     assert "checked disabled" in page and "messages about your account must reach you" in page
     # A locked switch cannot be posted off, nor on: the page never sends it.
     form = {"csrf": nonce, "on": ["transactional.email"]}
-    refused = await client.post(link(service), data=form)
+    refused = await client.post(url, data=form)
     assert refused.status_code == 400 and "this form could not be read" in refused.text
 
 
 async def test_the_form_changes_the_preferences(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    url = link(service)
     await marketing_type(client)
     await register(client, "ana", locale="en")
     # A choice on a channel the page does not show (no type sends SMS) is kept.
     await client.put("/v1/users/ana/preferences", json={"marketing": {"sms": False}})
-    _, nonce = await form_of(client, link(service))
+    _, nonce = await form_of(client, url)
     form = everything_on(nonce, quiet_from="22:00", quiet_to="07:30")
     form["on"].remove("marketing.email")
     form |= {"timezone": "America/Sao_Paulo", "locale": "es"}
-    saved = await client.post(link(service), data=form)
+    saved = await client.post(url, data=form)
     assert saved.status_code == 200 and "Tus preferencias se guardaron." in saved.text
     after = await shown(client)
     marketing = after["categories"]["marketing"]
@@ -111,8 +114,8 @@ async def test_the_form_changes_the_preferences(
     assert after["quietHours"] == {"from": "22:00", "to": "07:30"}
     assert (after["timezone"], after["locale"]) == ("America/Sao_Paulo", "es")
     # Ticking it again switches it on; empty quiet hours and settings clear them.
-    _, nonce = await form_of(client, link(service))
-    assert (await client.post(link(service), data=everything_on(nonce))).status_code == 200
+    _, nonce = await form_of(client, url)
+    assert (await client.post(url, data=everything_on(nonce))).status_code == 200
     after = await shown(client)
     assert after["categories"]["marketing"]["email"] is True
     assert (after["quietHours"], after["timezone"], after["locale"]) == (None, None, None)
@@ -121,19 +124,20 @@ async def test_the_form_changes_the_preferences(
 async def test_a_post_without_the_pages_nonce_is_forbidden(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    url = link(service)
     await marketing_type(client)
     await register(client, "ana")
     await register(client, "eve")
     before = await shown(client)
     _, eves = await form_of(client, link(service, "eve"))
-    _, anas = await form_of(client, link(service))
+    _, anas = await form_of(client, url)
     altered = anas[:-2] + ("AA" if anas[-2:] != "AA" else "BB")
     for nonce in (None, "", "forged", altered, eves, service.preference_links.token("ana")):
         form = everything_on(nonce or "")
         form["on"].remove("marketing.email")
         if nonce is None:
             del form["csrf"]
-        refused = await client.post(link(service), data=form)
+        refused = await client.post(url, data=form)
         assert refused.status_code == 403, nonce
         assert "This form is too old or did not come from this page" in refused.text
     assert await shown(client) == before
@@ -180,6 +184,7 @@ def old_token(service: Service, user: str, days: int) -> str:
 async def test_bad_fields_are_refused_and_nothing_is_saved(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    url = link(service)
     await marketing_type(client)
     await register(client, "ana")
     before = await shown(client)
@@ -191,29 +196,30 @@ async def test_bad_fields_are_refused_and_nothing_is_saved(
         "could not be read": {"timezone": "Europe/" + "x" * 200},
     }
     for words, fields in cases.items():
-        _, nonce = await form_of(client, link(service))
+        _, nonce = await form_of(client, url)
         form = everything_on(nonce) | fields
         form["on"].remove("marketing.push")
-        refused = await client.post(link(service), data=form)
+        refused = await client.post(url, data=form)
         assert refused.status_code == 400, fields
         assert words in refused.text and "&lt;b&gt;" not in refused.text
-    _, nonce = await form_of(client, link(service))
+    _, nonce = await form_of(client, url)
     many = everything_on(nonce) | {f"f{n}": "x" for n in range(100)}
-    assert (await client.post(link(service), data=many)).status_code == 400
+    assert (await client.post(url, data=many)).status_code == 400
     assert await shown(client) == before
 
 
 async def test_a_change_applies_to_what_is_already_queued(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    url = link(service)
     await marketing_type(client)
     await register(client, "ana", email="ana@example.com")
     queued = await post(client, {"type": "promo", "userId": "ana", "channels": ["email"]})
     assert queued.json()["deliveries"][0]["status"] == "PENDING"
-    _, nonce = await form_of(client, link(service))
+    _, nonce = await form_of(client, url)
     form = everything_on(nonce)
     form["on"].remove("marketing.email")
-    assert (await client.post(link(service), data=form)).status_code == 200
+    assert (await client.post(url, data=form)).status_code == 200
     async with running_dispatcher(service, ScriptedProvider()):
         done = await eventually(lambda: _skipped(client, queued.json()["id"]))
     assert done == {"email": "SKIPPED"}
