@@ -6,8 +6,14 @@ producer can use it without the server's internals. See docs/client.md.
 
 from __future__ import annotations
 
-from tidings.client.async_client import AsyncClient
-from tidings.client.errors import (
+from .async_client import AsyncClient
+from .calls_operations import (
+    FailureKind,
+)
+from .calls_people import (
+    Platform,
+)
+from .errors import (
     AuthenticationError,
     Conflict,
     FieldProblem,
@@ -21,20 +27,23 @@ from tidings.client.errors import (
     TidingsError,
     UnexpectedAnswer,
 )
-from tidings.client.inputs import (
+from .inputs import (
     KEEP,
     Audience,
+    Category,
+    Channel,
     EmailOptions,
     Keep,
     NewCampaign,
     Notification,
+    Priority,
     Profile,
     QuietHours,
     Recipient,
     TypeDefinition,
 )
-from tidings.client.keys import key_from_business_id
-from tidings.client.results import (
+from .keys import key_from_business_id
+from .results import (
     Accepted,
     AcceptedDelivery,
     BatchItem,
@@ -63,8 +72,35 @@ from tidings.client.results import (
     UserPage,
     UsersImported,
 )
-from tidings.client.retrying import Backoff
-from tidings.client.sync_client import Client
+from .results_operations import (
+    BulkReplayed,
+    DeadLetter,
+    EngagementRecorded,
+    Event,
+    EventPage,
+    Replayed,
+    SecretRotated,
+    WebhookAttempt,
+    WebhookEndpoint,
+)
+from .results_people import (
+    Device,
+    InboundReply,
+    InboxToken,
+    SubscribersAdded,
+    Suppression,
+    Topic,
+)
+from .results_reports import (
+    DeactivationGuard,
+    GuardReset,
+    ProviderAccount,
+    Providers,
+    Report,
+    ReportRates,
+)
+from .retrying import Backoff
+from .sync_client import Client
 
 __all__ = [
     "KEEP",
@@ -76,23 +112,36 @@ __all__ = [
     "Backoff",
     "BatchItem",
     "BatchResult",
+    "BulkReplayed",
     "Campaign",
     "CampaignAccepted",
     "CampaignPage",
     "CampaignSummary",
     "CancelResult",
+    "Category",
+    "Channel",
     "ChannelForecast",
     "ChannelPreview",
     "Client",
     "Conflict",
+    "DeactivationGuard",
+    "DeadLetter",
     "Delivery",
+    "Device",
     "DryRun",
     "EmailOptions",
+    "EngagementRecorded",
     "Erased",
+    "Event",
+    "EventPage",
+    "FailureKind",
     "FieldProblem",
     "FoundDelivery",
     "FoundNotification",
+    "GuardReset",
     "HistoryEntry",
+    "InboundReply",
+    "InboxToken",
     "InvalidRequest",
     "ItemError",
     "Keep",
@@ -104,20 +153,33 @@ __all__ = [
     "NotificationStatus",
     "NotificationType",
     "PayloadTooLarge",
+    "Platform",
     "Preferences",
+    "Priority",
     "Profile",
+    "ProviderAccount",
+    "Providers",
     "QuietHours",
     "RateLimited",
     "Recipient",
+    "Replayed",
+    "Report",
+    "ReportRates",
+    "SecretRotated",
     "ServerError",
+    "SubscribersAdded",
+    "Suppression",
     "Template",
     "TemplateUpload",
     "TidingsConnectionError",
     "TidingsError",
+    "Topic",
     "TypeDefinition",
     "UnexpectedAnswer",
     "User",
     "UserPage",
     "UsersImported",
+    "WebhookAttempt",
+    "WebhookEndpoint",
     "key_from_business_id",
 ]

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tidings.client import calls
-from tidings.client.base import DEFAULT_URL, ClientBase, own_client_check
-from tidings.client.calls import Call, finish
-from tidings.client.inputs import (
+from . import calls
+from .async_operations import AsyncOperations
+from .base import DEFAULT_URL, ClientBase, own_client_check
+from .calls import Call, finish
+from .inputs import (
     KEEP,
     Category,
     Channel,
@@ -25,7 +26,7 @@ from tidings.client.inputs import (
     QuietHours,
     TypeDefinition,
 )
-from tidings.client.results import (
+from .results import (
     Accepted,
     BatchResult,
     Campaign,
@@ -45,12 +46,12 @@ from tidings.client.results import (
     UserPage,
     UsersImported,
 )
-from tidings.client.retrying import Backoff
+from .retrying import Backoff
 
 T = TypeVar("T")
 
 
-class AsyncClient(ClientBase):
+class AsyncClient(AsyncOperations, ClientBase):
     """The tidings API from asyncio code. ``retries`` is the number of further attempts
     after the first (connection errors, timeouts, 5xx and 429 only); ``http_client`` or
     ``transport`` replace the ``httpx.AsyncClient`` it would make (a given client's own timeout

@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
-from tidings.client.calls import Call
-from tidings.client.errors import TidingsConnectionError
-from tidings.client.retrying import Attempts, Backoff
+from .calls import Call
+from .errors import TidingsConnectionError
+from .retrying import Attempts, Backoff
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 USER_AGENT = "tidings-client (python)"

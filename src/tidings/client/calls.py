@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import httpx
 
-from tidings.client.errors import UnexpectedAnswer, error_from
-from tidings.client.inputs import (
+from .errors import UnexpectedAnswer, error_from
+from .inputs import (
     KEEP,
     Category,
     Channel,
@@ -27,7 +27,7 @@ from tidings.client.inputs import (
     TypeDefinition,
     compact,
 )
-from tidings.client.results import (
+from .results import (
     Accepted,
     BatchItem,
     BatchResult,
@@ -48,9 +48,11 @@ from tidings.client.results import (
     UserPage,
     UsersImported,
 )
-from tidings.client.retrying import retry_after
+from .retrying import retry_after
 
 T = TypeVar("T")
+# A list value is sent as the parameter repeated (``?kind=transient&kind=poison``).
+Params = Mapping[str, str | int | list[str]]
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Call(Generic[T]):
     path: str
     read: Callable[[httpx.Response], T]
     body: Any = None
-    params: Mapping[str, str | int] | None = None
+    params: Params | None = None
     idempotency_key: str | None = None
 
 
@@ -77,7 +79,8 @@ def finish(call: Call[T], response: httpx.Response) -> T:
         ) from error
 
 
-def _segment(value: str) -> str:
+def segment(value: str) -> str:
+    """A path segment: every reserved character quoted (an address's ``/`` and ``@`` too)."""
     return quote(value, safe="")
 
 
@@ -85,9 +88,18 @@ def _json(response: httpx.Response) -> Any:
     return response.json()
 
 
-def _reading(parse: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
+def reading(parse: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
     """Reads an answer whose whole JSON body is one result."""
     return lambda response: parse(response.json())
+
+
+def reading_list(parse: Callable[[Any], T]) -> Callable[[httpx.Response], list[T]]:
+    """Reads an answer whose body is a JSON array of results."""
+    return lambda response: [parse(item) for item in response.json()]
+
+
+def nothing(response: httpx.Response) -> None:
+    """A 204's (empty) answer."""
 
 
 # Notifications
@@ -117,8 +129,8 @@ def send_batch(notifications: Sequence[Notification]) -> Call[BatchResult]:
 
 
 def get_notification(notification_id: str) -> Call[NotificationStatus]:
-    path = f"/v1/notifications/{_segment(notification_id)}"
-    return Call("GET", path, _reading(NotificationStatus.from_wire))
+    path = f"/v1/notifications/{segment(notification_id)}"
+    return Call("GET", path, reading(NotificationStatus.from_wire))
 
 
 def search_notifications(
@@ -147,7 +159,7 @@ def search_notifications(
         "after": after,
     }
     params: dict[str, str | int] = compact(given)
-    return Call("GET", "/v1/notifications", _reading(NotificationPage.from_wire), params=params)
+    return Call("GET", "/v1/notifications", reading(NotificationPage.from_wire), params=params)
 
 
 # Campaigns
@@ -167,31 +179,31 @@ def dry_run_campaign(campaign: NewCampaign) -> Call[DryRun]:
     key = campaign.idempotency_key
     if key is None and campaign.business_id is not None:
         key = campaign.key()
-    read = _reading(DryRun.from_wire)
+    read = reading(DryRun.from_wire)
     return Call("POST", "/v1/campaigns", read, campaign.wire(), {"dryRun": "true"}, key)
 
 
 def get_campaign(campaign_id: str) -> Call[Campaign]:
-    path = f"/v1/campaigns/{_segment(campaign_id)}"
-    return Call("GET", path, _reading(Campaign.from_wire))
+    path = f"/v1/campaigns/{segment(campaign_id)}"
+    return Call("GET", path, reading(Campaign.from_wire))
 
 
 def list_campaigns(limit: int = 50, after: str | None = None) -> Call[CampaignPage]:
     params: dict[str, str | int] = compact({"limit": limit, "after": after})
-    return Call("GET", "/v1/campaigns", _reading(CampaignPage.from_wire), params=params)
+    return Call("GET", "/v1/campaigns", reading(CampaignPage.from_wire), params=params)
 
 
 def cancel_campaign(campaign_id: str) -> Call[CancelResult]:
-    path = f"/v1/campaigns/{_segment(campaign_id)}/cancel"
-    return Call("POST", path, _reading(CancelResult.from_wire))
+    path = f"/v1/campaigns/{segment(campaign_id)}/cancel"
+    return Call("POST", path, reading(CancelResult.from_wire))
 
 
 # Preferences
 
 
 def get_preferences(user_id: str) -> Call[Preferences]:
-    path = f"/v1/users/{_segment(user_id)}/preferences"
-    return Call("GET", path, _reading(Preferences.from_wire))
+    path = f"/v1/users/{segment(user_id)}/preferences"
+    return Call("GET", path, reading(Preferences.from_wire))
 
 
 def set_preferences(
@@ -205,15 +217,15 @@ def set_preferences(
     if quiet_hours is not KEEP:
         body["quietHours"] = quiet_hours.wire() if quiet_hours is not None else None
     body |= {name: v for name, v in (("timezone", timezone), ("locale", locale)) if v is not KEEP}
-    path = f"/v1/users/{_segment(user_id)}/preferences"
-    return Call("PUT", path, _reading(Preferences.from_wire), body)
+    path = f"/v1/users/{segment(user_id)}/preferences"
+    return Call("PUT", path, reading(Preferences.from_wire), body)
 
 
 # Templates
 
 
 def _template_path(type_name: str, channel: str, locale: str) -> str:
-    return f"/v1/templates/{_segment(type_name)}/{_segment(channel)}/{_segment(locale)}"
+    return f"/v1/templates/{segment(type_name)}/{segment(channel)}/{segment(locale)}"
 
 
 def put_template(
@@ -237,7 +249,7 @@ def list_templates(type_name: str) -> Call[list[Template]]:
     def read(response: httpx.Response) -> list[Template]:
         return [Template.from_wire(t) for t in _json(response)["templates"]]
 
-    return Call("GET", f"/v1/templates/{_segment(type_name)}", read)
+    return Call("GET", f"/v1/templates/{segment(type_name)}", read)
 
 
 def preview(
@@ -267,23 +279,23 @@ def preview(
 
 
 def put_type(name: str, definition: TypeDefinition) -> Call[NotificationType]:
-    path = f"/v1/types/{_segment(name)}"
-    return Call("PUT", path, _reading(NotificationType.from_wire), definition.wire())
+    path = f"/v1/types/{segment(name)}"
+    return Call("PUT", path, reading(NotificationType.from_wire), definition.wire())
 
 
 def get_type(name: str) -> Call[NotificationType]:
-    path = f"/v1/types/{_segment(name)}"
-    return Call("GET", path, _reading(NotificationType.from_wire))
+    path = f"/v1/types/{segment(name)}"
+    return Call("GET", path, reading(NotificationType.from_wire))
 
 
 def put_user(user_id: str, profile: Profile) -> Call[User]:
-    path = f"/v1/users/{_segment(user_id)}"
-    return Call("PUT", path, _reading(User.from_wire), profile.wire())
+    path = f"/v1/users/{segment(user_id)}"
+    return Call("PUT", path, reading(User.from_wire), profile.wire())
 
 
 def get_user(user_id: str) -> Call[User]:
-    path = f"/v1/users/{_segment(user_id)}"
-    return Call("GET", path, _reading(User.from_wire))
+    path = f"/v1/users/{segment(user_id)}"
+    return Call("GET", path, reading(User.from_wire))
 
 
 def list_users(
@@ -296,14 +308,14 @@ def list_users(
 ) -> Call[UserPage]:
     given = {"idPrefix": id_prefix, "attribute": attribute, "equals": equals}
     params: dict[str, str | int] = compact({**given, "limit": limit, "after": after})
-    return Call("GET", "/v1/users", _reading(UserPage.from_wire), params=params)
+    return Call("GET", "/v1/users", reading(UserPage.from_wire), params=params)
 
 
 def put_users(users: Sequence[tuple[str, Profile]]) -> Call[UsersImported]:
     body = {"users": [{"id": user_id, **profile.wire()} for user_id, profile in users]}
-    return Call("POST", "/v1/users/batch", _reading(UsersImported.from_wire), body)
+    return Call("POST", "/v1/users/batch", reading(UsersImported.from_wire), body)
 
 
 def erase_user(user_id: str) -> Call[Erased]:
-    path = f"/v1/users/{_segment(user_id)}"
-    return Call("DELETE", path, _reading(Erased.from_wire))
+    path = f"/v1/users/{segment(user_id)}"
+    return Call("DELETE", path, reading(Erased.from_wire))

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal
 
-from tidings.client.keys import resolve_key
+from .keys import resolve_key
 
 Channel = Literal[
     "email", "sms", "push", "webhook", "slack", "discord", "teams", "telegram", "whatsapp"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from tidings.client.errors import MissingIdempotencyKey
+from .errors import MissingIdempotencyKey
 
 MAX_KEY_LENGTH = 255
 # Printable ASCII without space at either end: HTTP trims a header value's outer spaces, and

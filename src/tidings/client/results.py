@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tidings.client.inputs import QuietHours
+from .inputs import QuietHours
 
 Json = dict[str, Any]
 
@@ -297,6 +297,8 @@ class Campaign:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    paused_reason: str | None = None  # set while a campaign is held (resume_campaign)
+    paused_at: datetime | None = None
 
     @classmethod
     def from_wire(cls, d: Json) -> Campaign:
@@ -321,6 +323,8 @@ class Campaign:
             created_at=_at(d["createdAt"]),
             started_at=_maybe_at(d.get("startedAt")),
             finished_at=_maybe_at(d.get("finishedAt")),
+            paused_reason=d.get("pausedReason"),
+            paused_at=_maybe_at(d.get("pausedAt")),
         )
 
 

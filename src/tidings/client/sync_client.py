@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tidings.client import calls
-from tidings.client.base import DEFAULT_URL, ClientBase, own_client_check
-from tidings.client.calls import Call, finish
-from tidings.client.inputs import (
+from . import calls
+from .base import DEFAULT_URL, ClientBase, own_client_check
+from .calls import Call, finish
+from .inputs import (
     KEEP,
     Category,
     Channel,
@@ -24,7 +24,7 @@ from tidings.client.inputs import (
     QuietHours,
     TypeDefinition,
 )
-from tidings.client.results import (
+from .results import (
     Accepted,
     BatchResult,
     Campaign,
@@ -44,12 +44,13 @@ from tidings.client.results import (
     UserPage,
     UsersImported,
 )
-from tidings.client.retrying import Backoff
+from .retrying import Backoff
+from .sync_operations import SyncOperations
 
 T = TypeVar("T")
 
 
-class Client(ClientBase):
+class Client(SyncOperations, ClientBase):
     """The tidings API from synchronous code. ``retries`` is the number of further attempts
     after the first (connection errors, timeouts, 5xx and 429 only); ``http_client`` or
     ``transport`` replace the ``httpx.Client`` it would make (a given client's own timeout
