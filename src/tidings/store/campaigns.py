@@ -389,15 +389,23 @@ async def cancelled_since(db: Database, since: datetime) -> set[uuid.UUID]:
         return set(await conn.scalars(query))
 
 
+async def paused(db: Database) -> set[uuid.UUID]:
+    query = sa.select(campaign.c.id).where(campaign.c.status == CampaignStatus.PAUSED.value)
+    async with db.engine.connect() as conn:
+        return set(await conn.scalars(query))
+
+
 class CancelledCampaigns:
-    """The ids of recently cancelled campaigns, as a dispatcher knows them: a delivery of one
-    is dropped before its provider is called. ``refresh`` runs every ``interval`` seconds
-    (a task of the dispatcher), so what a dispatcher knows is at most that stale."""
+    """The ids of recently cancelled campaigns, and of paused ones, as a dispatcher knows
+    them: a delivery of a cancelled one is dropped before its provider is called, one of a
+    paused one given back (``paused``). ``refresh`` runs every ``interval`` seconds (a task
+    of the dispatcher), so what a dispatcher knows is at most that stale."""
 
     def __init__(self, db: Database, interval: float = 0.5) -> None:
         self.db = db
         self.interval = interval
         self._ids: frozenset[uuid.UUID] = frozenset()
+        self.paused: frozenset[uuid.UUID] = frozenset()
         self.refreshed_at = 0.0  # time.monotonic() of the last refresh
 
     def __contains__(self, campaign_id: object) -> bool:
@@ -405,4 +413,5 @@ class CancelledCampaigns:
 
     async def refresh(self, now: datetime) -> None:
         self._ids = frozenset(await cancelled_since(self.db, now - CANCELLED_MEMORY))
+        self.paused = frozenset(await paused(self.db))
         self.refreshed_at = time.monotonic()

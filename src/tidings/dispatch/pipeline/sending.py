@@ -109,11 +109,13 @@ class SendPipeline:
         return checked.send, checked.profiles
 
     def _drop_cancelled(self, claimed: list[ClaimedDelivery]) -> list[ClaimedDelivery]:
-        """Deliveries of a campaign cancelled since they were due become CANCELLED."""
+        """Deliveries of a campaign cancelled since they were due become CANCELLED; those
+        of a paused one are given back (``_stopped``)."""
         keep = []
         for delivery in claimed:
-            if delivery.campaign_id is not None and delivery.campaign_id in self.context.cancelled:
-                self._put(delivery, Outcome.cancelled(delivery))
+            stopped = _stopped(self.context.cancelled, delivery)
+            if stopped is not None:
+                self._put(delivery, stopped)
             else:
                 keep.append(delivery)
         return keep
@@ -210,9 +212,10 @@ class SendPipeline:
             )
             attempt = partial(context.sender.attempt, delivery, rules, target, profile=profile)
             async with protection.in_flight(account):
-                if delivery.campaign_id is not None and delivery.campaign_id in context.cancelled:
-                    # Cancelled while this waited for its account's bulkhead: not sent.
-                    outcome = Outcome.cancelled(delivery)
+                stopped = _stopped(context.cancelled, delivery)
+                if stopped is not None:
+                    # Cancelled or paused while this waited for its account's bulkhead.
+                    outcome = stopped
                 else:
                     outcome = await send_once(context.dedup, delivery, attempt)
         except asyncio.CancelledError:
@@ -288,3 +291,24 @@ def error_name(error: BaseException) -> str:
 def error_where(error: BaseException) -> str:
     """The innermost frames of its traceback: code locations, none of the error's text."""
     return "".join(traceback.format_tb(error.__traceback__)[-3:])
+
+
+# A claimed delivery of a paused campaign is due again this much later, not at once: by then
+# the reputation guard's round (campaigns.reputation_interval, 5 s) has held it (HOLD) if
+# the campaign is still paused, and a resume meanwhile finds it PENDING and sends it.
+PAUSED_RECHECK = timedelta(seconds=5)
+
+
+def _stopped(known: CancelledCampaigns, delivery: ClaimedDelivery) -> Outcome | None:
+    """The outcome of a claimed delivery whose campaign stopped since it was due: CANCELLED
+    for a cancel; for a pause, back to PENDING with its attempt given back (never held here:
+    a resume racing this write would miss a delivery held after it, the guard's round holds
+    under the campaign's lock); None to send it."""
+    campaign_id = delivery.campaign_id
+    if campaign_id is None:
+        return None
+    if campaign_id in known:
+        return Outcome.cancelled(delivery)
+    if campaign_id in known.paused:
+        return Outcome.deferred(delivery, utcnow() + PAUSED_RECHECK, "campaign_paused")
+    return None
