@@ -108,6 +108,46 @@ async def test_twilio_errors_reach_the_sdk_as_twilio_codes(sim: Simulator) -> No
     assert raised.value.status == 400 and raised.value.code == 21610
 
 
+SENDER, CONTENT = "whatsapp:+14155238886", "HX0123456789abcdef0123456789abcdef"
+
+
+async def test_twilio_whatsapp_content_template_and_the_window(sim: Simulator) -> None:
+    """The WhatsApp sender through twilio's client: an approved Content template is
+    delivered; free text is created, then failed 63016 while the user has not written, and
+    delivered once they have (within the 24-hour window); a ContentSid the account does not
+    have, or a From that is no WhatsApp sender, is refused at once."""
+    from twilio.base.exceptions import TwilioRestException
+
+    client = twilio_client(sim)
+    to = "whatsapp:+5511912340001"
+
+    def create(**fields: Any) -> Any:
+        return client.messages.create(to=to, from_=fields.pop("from_", SENDER), **fields)
+
+    async def final(sid: str) -> Any:
+        now = await blocking(lambda: client.messages(sid).fetch())
+        return now if now.status in ("delivered", "failed") else None
+
+    variables = json.dumps({"1": "42"})
+    template = await blocking(lambda: create(content_sid=CONTENT, content_variables=variables))
+    assert (await eventually(lambda: final(template.sid))).status == "delivered"
+    shut = await blocking(lambda: create(body="Your order shipped"))
+    assert shut.status == "queued"  # accepted: WhatsApp refuses it afterwards
+    failed = await eventually(lambda: final(shut.sid))
+    assert (failed.status, failed.error_code) == ("failed", 63016)
+    sim.http["twilio"].whatsapp.user_writes("+5511912340001", "where is it?")
+    inside = await blocking(lambda: create(body="On its way"))
+    assert (await eventually(lambda: final(inside.sid))).status == "delivered"
+    for fields, code in (
+        ({"content_sid": "HX" + "f" * 32}, 21655),
+        ({"content_sid": CONTENT, "content_variables": "not json"}, 21656),
+        ({"body": "hi", "from_": "whatsapp:+15005550006"}, 63007),
+    ):
+        with pytest.raises(TwilioRestException) as raised:
+            await blocking(lambda f=fields: create(**f))  # type: ignore[misc]
+        assert raised.value.code == code, fields
+
+
 # --- SendGrid -------------------------------------------------------------------------------
 
 

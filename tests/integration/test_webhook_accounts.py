@@ -36,6 +36,7 @@ from tidings.api.app import create_app
 from tidings.api.auth import ALL_SCOPES
 from tidings.clock import utcnow
 from tidings.priorities import Priority
+from tidings.providers._twilio import DELIVERY_PARAM
 from tidings.providers.mailgun import MailgunAccount
 from tidings.providers.postmark import PostmarkAccount
 from tidings.providers.sendgrid import SendGridAccount
@@ -44,7 +45,6 @@ from tidings.providers.ses.receiver import CERTIFICATES
 from tidings.providers.smtp import SmtpAccount
 from tidings.providers.smtp.adapter import bounce_accounts
 from tidings.providers.twilio import TwilioAccount
-from tidings.providers.twilio.adapter import DELIVERY_PARAM
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
 from tidings.providers.vonage import VonageAccount
 from tidings.service import Service

@@ -42,6 +42,7 @@ PROVIDER_PACKAGES = tuple(
         "telegram",
         "sparkpost",
         "twilio",
+        "twilio_whatsapp",
         "vonage",
         "webhook",
         "webpush",

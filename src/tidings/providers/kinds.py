@@ -29,6 +29,7 @@ from tidings.providers.teams import TeamsAccount, TeamsProvider
 from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.testing import RecordingProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
+from tidings.providers.twilio_whatsapp import TwilioWhatsAppAccount, TwilioWhatsAppProvider
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
@@ -76,7 +77,8 @@ Account = Annotated[
     | DiscordAccount
     | TelegramAccount
     | TeamsAccount
-    | WhatsAppAccount,
+    | WhatsAppAccount
+    | TwilioWhatsAppAccount,
     Field(discriminator="kind"),
 ]
 
@@ -131,6 +133,8 @@ def build_provider(
             provider = TeamsProvider(name, account)
         case WhatsAppAccount():
             provider = WhatsAppProvider(name, account)
+        case TwilioWhatsAppAccount():
+            provider = TwilioWhatsAppProvider(name, account, public_url=public_url)
         case _:
             raise ValueError(f"account {name!r}: unknown kind {account.kind!r}")
     return provider

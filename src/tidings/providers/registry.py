@@ -14,6 +14,7 @@ from tidings.providers.sendgrid import SendGridReceiver
 from tidings.providers.ses import SesReceiver
 from tidings.providers.sparkpost import SparkPostReceiver
 from tidings.providers.twilio import TwilioReceiver
+from tidings.providers.twilio_whatsapp import TwilioWhatsAppReceiver
 from tidings.providers.vonage import VonageReceiver
 from tidings.providers.whatsapp import WhatsAppReceiver
 
@@ -27,5 +28,6 @@ _RECEIVERS: tuple[WebhookReceiver[Any, Any], ...] = (
     TwilioReceiver(),
     VonageReceiver(),
     WhatsAppReceiver(),
+    TwilioWhatsAppReceiver(),
 )
 RECEIVERS: Mapping[str, WebhookReceiver[Any, Any]] = {r.kind: r for r in _RECEIVERS}

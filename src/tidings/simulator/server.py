@@ -149,6 +149,11 @@ class SimulatorConfig(BaseModel):
     )
     whatsapp_app_secret: str = "simulator-whatsapp-app-secret"
     whatsapp_webhook_url: str | None = None
+    # Twilio's WhatsApp senders (E.164, sent as whatsapp:+…), its approved content templates
+    # (ContentSid -> how many variables), and where a user's WhatsApp message is posted.
+    twilio_whatsapp_senders: tuple[str, ...] = ("+14155238886",)
+    twilio_contents: dict[str, int] = {"HX0123456789abcdef0123456789abcdef": 1}
+    twilio_whatsapp_inbound_url: str | None = None
 
     def vonage_status_webhook_url(self) -> str | None:
         return self.vonage_status_url or self._tidings("/v1/webhooks/vonage/vonage-sim")

@@ -67,6 +67,7 @@ from tidings.providers.teams import TeamsAccount, TeamsProvider
 from tidings.providers.telegram import TelegramAccount, TelegramProvider
 from tidings.providers.twilio import TwilioAccount, TwilioProvider
 from tidings.providers.twilio.signature import SIGNATURE_HEADER, compute_signature
+from tidings.providers.twilio_whatsapp import TwilioWhatsAppAccount, TwilioWhatsAppProvider
 from tidings.providers.vonage import VonageAccount, VonageProvider
 from tidings.providers.webhook import WebhookAccount, WebhookProvider
 from tidings.providers.webpush import WebPushAccount, WebPushProvider
@@ -1600,6 +1601,120 @@ class WhatsApp(Contract):
     )
 
 
+class TwilioWhatsApp(Contract):
+    """Twilio's WhatsApp sender: an approved Content template to whatsapp:+…; status
+    callbacks signed X-Twilio-Signature."""
+
+    name, state = "twilio_whatsapp", "twilio"
+    to = "+5511912345678"
+    content = "HX0123456789abcdef0123456789abcdef"  # the simulator's approved template
+    auth_tokens: ClassVar = {"twilio-wa": "auth-token-of-the-test", OTHER: "token-of-another"}
+
+    def config(self, tmp_path: Path) -> SimulatorConfig:
+        token = self.auth_tokens["twilio-wa"]
+        return SimulatorConfig(credentials_dir=tmp_path / "credentials", twilio_auth_token=token)
+
+    def account(self, sim: Simulator, **changes: Any) -> AccountSettings:
+        fields: dict[str, Any] = {
+            "account_sid": sim.config.twilio_account_sid,
+            "auth_token": sim.config.twilio_auth_token,
+            "from_number": sim.config.twilio_whatsapp_senders[0],
+            "content_sids": {"order_update:en_US": self.content},
+            "base_url": sim.url,
+            "status_callback_url": "https://tidings.example/v1/webhooks/twilio_whatsapp/x",
+            "timeout": 5,
+        }
+        return TwilioWhatsAppAccount.model_validate(fields | changes)
+
+    def adapter(self, account: AccountSettings) -> Provider:
+        assert isinstance(account, TwilioWhatsAppAccount)
+        return TwilioWhatsAppProvider("twilio-wa", account)
+
+    def message(self, sim: Simulator) -> Message:
+        words = {"template": "order_update", "language": "en_US", "1": "42"}
+        return message(Channel.WHATSAPP, self.to, Content(data=words))
+
+    def scripted(self, message: Message) -> str:
+        return "whatsapp:" + message.address
+
+    def receiving(self, sim: Simulator, name: str) -> AccountSettings:
+        return self.account(sim, auth_token=self.auth_tokens[name], status_callback_url=None)
+
+    def inbound_adapter(self, sim: Simulator, public_url: str) -> Provider:
+        account = self.receiving(sim, "twilio-wa")
+        assert isinstance(account, TwilioWhatsAppAccount)
+        return TwilioWhatsAppProvider("twilio-wa", account, public_url=public_url)
+
+    def delivered(self, sent: Sent) -> Any:
+        sid = sent.provider_msg_id
+        return {
+            "MessageSid": sid,
+            "SmsSid": sid,
+            "MessageStatus": "delivered",
+            "SmsStatus": "delivered",
+            "AccountSid": "AC0123456789abcdef0123456789abcdef",
+            "From": "whatsapp:+14155238886",
+            "To": "whatsapp:" + sent.address,
+            "ApiVersion": "2010-04-01",
+            "ChannelPrefix": "whatsapp",
+        }
+
+    def callback(
+        self, sim: Simulator, sent: Sent, event: Any, account: str, forged: bool
+    ) -> Callback:
+        url = sent.payload["StatusCallback"].replace("/twilio-wa?", f"/{account}?")
+        token = "wrong-token" if forged else self.auth_tokens[account]
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            SIGNATURE_HEADER: compute_signature(token, url, event),
+        }
+        parts = urlsplit(url)
+        return Callback(f"{parts.path}?{parts.query}", urlencode(event).encode(), headers)
+
+    capabilities = Capabilities(
+        repeat=Repeat(),
+        answers=(
+            Answer("21211", Raised(P, "invalid_number", effect=SUPPRESS)),
+            Answer("63024", Raised(P, "invalid_recipient", effect=SUPPRESS)),
+            Answer("63016", Raised(P, "outside_window")),
+            Answer("63018", Raised(T, "rate_limited", 60.0)),
+            Answer("20429", Raised(T, "rate_limited", Above(0))),
+            Answer("63028", Raised(X, "parameter_count_mismatch")),
+            Answer("21656", Raised(X, "content_variables_invalid")),
+            # The sender or the template is ours to fix: retried late.
+            Answer("63007", Raised(T, "sender_not_found", CONFIG_WAIT)),
+            Answer("63027", Raised(T, "template_not_found", CONFIG_WAIT)),
+            Answer("21999", Raised(P, "twilio_21999")),
+            Answer("20500", Raised(T, UNCHECKED, says="500")),
+        ),
+        rate_limited=Raised(T, "rate_limited", says="429 20429"),
+        outage=Raised(T, UNCHECKED, says="503"),
+        misconfigured=(
+            Misconfigured(
+                "wrong-token",
+                {"auth_token": "not-the-token"},
+                Raised(T, "auth_failed", CONFIG_WAIT, says="20003"),
+            ),
+            Misconfigured(
+                "unmapped-template", {"content_sids": {}}, Raised(T, "no_content", CONFIG_WAIT)
+            ),
+        ),
+        ambiguous=Ambiguous(on_ambiguous="fail"),
+        refused=Raised(T, UNCHECKED),
+        inbound=Inbound(
+            "twilio_whatsapp",
+            "whatsapp",
+            "+5511912345678",
+            replay="deduplicated",
+            unconfigured={
+                "auth_token": None,
+                "api_key_sid": "SK0123456789abcdef0123456789abcdef",
+                "api_key_secret": "an-api-key-secret",
+            },
+        ),
+    )
+
+
 PROVIDERS: dict[str, Contract] = {
     contract.name: contract
     for contract in (
@@ -1622,5 +1737,6 @@ PROVIDERS: dict[str, Contract] = {
         Telegram(),
         Teams(),
         WhatsApp(),
+        TwilioWhatsApp(),
     )
 }

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from tidings.providers._http import no_answer, pooled_client
+from tidings.providers._twilio import with_delivery
 from tidings.providers.base import (
     Message,
     PoisonError,
@@ -22,8 +23,6 @@ from tidings.providers.twilio.errors import classify
 
 MAX_BODY_CHARS = 1600
 MAX_VALIDITY_SECONDS = 36_000
-# The query parameter of the status callback URL that names the delivery.
-DELIVERY_PARAM = "delivery"
 
 
 class TwilioProvider:
@@ -83,11 +82,6 @@ def default_callback(public_url: str | None, name: str) -> str | None:
     if not public_url:
         return None
     return f"{public_url.rstrip('/')}/v1/webhooks/twilio/{quote(name, safe='')}"
-
-
-def with_delivery(url: str, delivery_id: str) -> str:
-    """``url`` with ``delivery=<id>`` added to its query."""
-    return f"{url}{'&' if '?' in url else '?'}{DELIVERY_PARAM}={delivery_id}"
 
 
 def _sid(response: httpx.Response) -> str | None:

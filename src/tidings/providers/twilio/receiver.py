@@ -10,12 +10,10 @@ UNSTOP lift that suppression: carrier rules).
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
-
 from tidings.clock import utcnow
+from tidings.providers._twilio import DELIVERY_PARAM, INBOUND, form_fields
 from tidings.providers.receivers import Answer, Callback, Refused, counts
 from tidings.providers.twilio.account import TwilioAccount
-from tidings.providers.twilio.adapter import DELIVERY_PARAM
 from tidings.providers.twilio.events import twilio_callback
 from tidings.providers.twilio.signature import (
     SETTINGS_HEADER,
@@ -26,8 +24,6 @@ from tidings.providers.twilio.signature import (
 from tidings.store import tracking
 from tidings.store.engine import Database
 from tidings.tracking import inbound
-
-INBOUND = "inbound"
 
 
 class TwilioReceiver:
@@ -49,7 +45,7 @@ class TwilioReceiver:
     async def verify(self, call: Callback, account: TwilioAccount) -> dict[str, str] | Refused:
         """The form of a request Twilio signed for the account."""
         assert account.auth_token is not None
-        form = _form(call.body)
+        form = form_fields(call.body)
         if form is None:
             return Refused(400, "invalid_request", "the body must be a UTF-8 form")
         signature = call.headers.get(SIGNATURE_HEADER)
@@ -70,15 +66,3 @@ class TwilioReceiver:
         item = twilio_callback(verified, now, call.query.get(DELIVERY_PARAM))
         applied = await tracking.apply(db, call.account, "sms", [item] if item else [], now)
         return counts(1, applied, ignored=(0 if item else 1) + applied.ignored)
-
-
-def _form(body: bytes) -> dict[str, list[str]] | None:
-    """The form's fields, each with its values (parsed here: no python-multipart)."""
-    try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    form: dict[str, list[str]] = {}
-    for name, value in pairs:
-        form.setdefault(name, []).append(value)
-    return form

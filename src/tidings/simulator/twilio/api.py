@@ -28,6 +28,8 @@ from starlette.routing import BaseRoute, Route
 from tidings.simulator.behaviour import OK, OUTAGE, RATE_LIMITED, ErrorNames, ProviderState
 from tidings.simulator.server import HTTP_PROVIDERS, KNOWN_ERRORS, Simulator
 from tidings.simulator.twilio.reports import TwilioReports
+from tidings.simulator.twilio.whatsapp import PREFIX as WHATSAPP
+from tidings.simulator.twilio.whatsapp import TwilioWhatsApp
 
 NAME = "twilio"
 MAX_KEPT = 100_000  # message resources kept for GET
@@ -65,6 +67,10 @@ ERRORS: dict[int, tuple[int, str]] = {
     21614: (400, "'To' number is not a valid mobile number"),
     21659: (400, "Invalid 'From' Number"),
     21617: (400, "The concatenated message body exceeds the 1600 character limit."),
+    21654: (400, "ContentSid Required"),
+    21655: (400, "The ContentSid is Invalid"),
+    21656: (400, "The ContentVariables Parameter is invalid"),
+    63007: (400, "Twilio could not find a Channel with the specified From address"),
 }
 
 
@@ -108,6 +114,12 @@ class SimulatedTwilio:
             self.state, self.account_sid, self.auth_token, config.twilio_replies_url()
         )
         self.messages: dict[str, dict[str, Any]] = {}  # SID -> the message resource
+        self.whatsapp = TwilioWhatsApp(
+            self.reports,
+            config.twilio_whatsapp_senders,
+            dict(config.twilio_contents),
+            config.twilio_whatsapp_inbound_url,
+        )
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -135,7 +147,8 @@ class SimulatedTwilio:
         if not self._authenticated(request):
             return error_response(20003)
         form = await _form(request)
-        invalid = _invalid(form)
+        whatsapp = form.get("To", "").startswith(WHATSAPP)
+        invalid = self._whatsapp_invalid(form) if whatsapp else _invalid(form)
         if invalid is not None:
             return error_response(invalid, form.get("To", ""))
         to = form["To"]
@@ -152,7 +165,8 @@ class SimulatedTwilio:
         answer = self._message(form)
         if key is not None:
             self.state.answers.setdefault(key, answer)
-        final, code = self.reports.created(answer, form.get("StatusCallback"))
+        refused = self.whatsapp.refusal(form) if whatsapp else None
+        final, code = self.reports.created(answer, form.get("StatusCallback"), refused)
         self._keep(answer, final, code)
         return JSONResponse(answer, status_code=201)
 
@@ -173,6 +187,11 @@ class SimulatedTwilio:
 
     async def close(self) -> None:
         await self.reports.reporter.close()
+
+    def _whatsapp_invalid(self, form: dict[str, str]) -> int | None:
+        if not E164.fullmatch(form["To"].removeprefix(WHATSAPP)):
+            return 21211
+        return self.whatsapp.invalid(form)
 
     def _authenticated(self, request: Request) -> bool:
         """Basic auth with the configured SID and token, for the SID in the path."""
@@ -197,7 +216,7 @@ class SimulatedTwilio:
         return {
             "account_sid": self.account_sid,
             "api_version": "2010-04-01",
-            "body": form["Body"],
+            "body": form.get("Body", ""),
             "date_created": now,
             "date_sent": None,
             "date_updated": now,
@@ -207,7 +226,7 @@ class SimulatedTwilio:
             "from": form.get("From"),
             "messaging_service_sid": service,
             "num_media": "0",
-            "num_segments": str(num_segments(form["Body"])),
+            "num_segments": str(num_segments(form.get("Body", ""))),
             "price": None,
             "price_unit": "USD",
             "sid": sid,

@@ -49,12 +49,15 @@ class TwilioReports:
         self.reporter = Reporter(state, self._post)
 
     def created(
-        self, message: dict[str, str | None], callback: str | None
+        self, message: dict[str, str | None], callback: str | None, refused: str | None = None
     ) -> tuple[str, str | None]:
         """Schedule what follows the creation of ``message`` (Twilio's message JSON); the
-        message's final status and error code."""
+        message's final status and error code. ``refused``: the code the channel (WhatsApp)
+        fails it with; a WhatsApp message may also be ``read`` (the outcome ``read``)."""
         to, sender = str(message["to"]), str(message["from"] or "")
         outcome = self.state.report_outcome(to)
+        if refused is not None:
+            outcome = f"failed:{refused}"
         status, _, code = outcome.partition(":")
         if callback:
             base = {
@@ -68,6 +71,8 @@ class TwilioReports:
             self._status(callback, base, "sent", None, delay_ms=0)
             final = status if status in ("undelivered", "failed") else "delivered"
             self._status(callback, base, final, code or None)
+            if outcome == "read" and to.startswith("whatsapp:"):
+                self._status(callback, base, "read", None)
         if outcome == "stop":
             self.reply(to, sender, "STOP")
         if status in ("undelivered", "failed"):
