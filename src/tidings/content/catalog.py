@@ -82,3 +82,16 @@ class TemplateCatalog:
             await self.reload()
             found = self.find(type_name, channel, locales)
         return found
+
+    async def version(
+        self, type_name: str, channel: str, locale: str, version: int
+    ) -> CompiledTemplate | None:
+        """One stored version, the newest or an older one (a delivery's, shown again by the
+        dashboard); an older one is compiled for this call only, never kept."""
+        newest = self._newest.get((type_name, channel, locale))
+        if newest is not None and newest.version == version:
+            return newest
+        row = await templates.version_of(self.db, type_name, channel, locale, version)
+        if row is None:
+            return None
+        return await asyncio.to_thread(compile_row, asdict(row))

@@ -126,3 +126,15 @@ async def latest_all(db: Database, type_name: str | None = None) -> list[Templat
     async with db.engine.connect() as conn:
         rows = await conn.execute(statement.order_by(template.c.channel, template.c.locale))
         return [TemplateVersion.from_row(row) for row in rows]
+
+
+async def version_of(
+    db: Database, type_name: str, channel: str, locale: str, version: int
+) -> TemplateVersion | None:
+    """One version of (type, channel, locale): the words an older delivery was sent with."""
+    statement = sa.select(template).where(
+        _key(type_name, channel, locale), template.c.version == version
+    )
+    async with db.engine.connect() as conn:
+        row = (await conn.execute(statement)).first()
+    return None if row is None else TemplateVersion.from_row(row)

@@ -29,7 +29,7 @@ from tidings.clock import utcnow
 from tidings.policy.unsubscribe import load_secret
 from tidings.refusal import Refusal
 from tidings.service import Service
-from tidings.services import deadletters
+from tidings.services import deadletters, notifications
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ async def _show(
         csrf=sessions.csrf_token(session),
         now=now,
         refresh=refresh,
-        flash=_replay_flash(request),
+        flash=_replay_flash(request) or _cancel_flash(request),
         **context,
     )
     if fresh:
@@ -134,6 +134,19 @@ def _replay_flash(request: Request) -> str | None:
     except ValueError:
         return None
     return f"Delivery {delivery_id} {outcome}" if outcome else None
+
+
+def _cancel_flash(request: Request) -> str | None:
+    """The message of the cancel that redirected here."""
+    deliveries, steps = (
+        request.query_params.get("cancelled", ""),
+        request.query_params.get("steps", ""),
+    )
+    if not (deliveries.isdigit() and steps.isdigit()):
+        return None
+    if not int(deliveries) and not int(steps):
+        return "Nothing was cancelled: everything had been claimed or sent already."
+    return f"Cancelled {int(deliveries)} deliveries and {int(steps)} workflow steps not yet sent."
 
 
 async def _overview(service: Service, namespace: str, now: datetime) -> dict[str, Any]:
@@ -211,6 +224,26 @@ async def message_page(request: Request, notification_id: uuid.UUID) -> Response
         return {"found": found, "notification_id": notification_id}
 
     return await _show(request, "notification.html", load, refresh=None)
+
+
+@router.post("/messages/{notification_id}/cancel")
+async def cancel(request: Request, notification_id: uuid.UUID) -> Response:
+    """Cancel what of a notification is not sent yet, from its page's form (admin)."""
+    session, caller = await _signed_in(request)
+    form = await _form(request)
+    if caller is None or not _posted_here(request, session, form):
+        return _forbidden("The form expired or came from another site: reload the page.")
+    if Scope.ADMIN not in caller.scopes:
+        return _forbidden(
+            f"Cancelling needs the admin scope; the key {caller.key_name!r} lacks it."
+        )
+    done = await notifications.cancel(service_of(request), notification_id, caller.namespace)
+    if done is None:
+        message = f"No notification {notification_id} in this namespace."
+        return page("message.html", 404, title="Not found", message=message, caller=None)
+    log.info("dashboard: %r cancelled notification %s", caller.key_name, notification_id)
+    query = urlencode({"cancelled": done.deliveries, "steps": done.steps})
+    return RedirectResponse(f"/dashboard/messages/{notification_id}?{query}", 303)
 
 
 @router.get("/login")
