@@ -27,6 +27,7 @@ from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.dispatch.pipeline.sending import LaneContext
 from tidings.dispatch.pipeline.types import TypeRulebook
 from tidings.dispatch.protection.breaker_share import BreakerShare
+from tidings.dispatch.protection.calls import ProtectedCalls
 from tidings.dispatch.protection.coordination import Coordination
 from tidings.dispatch.protection.guard_sync import GuardSync
 from tidings.dispatch.protection.protection import Protection
@@ -141,6 +142,7 @@ def _lane_context(
         lease_seconds=settings.lease_seconds,
         rng=rng,
         protection=protection,
+        calls=ProtectedCalls(protection, service.db, rng),
         sender=Sender(composer, settings.provider_timeout, rng),
         checks=SendTimeChecks(
             service.db, types.rules, rng, settings.quiet_hours_jitter, settings.frequency_caps

@@ -36,6 +36,7 @@ from tidings.assembly import assemble_dispatcher
 from tidings.clock import utcnow
 from tidings.dispatch.pipeline.retry import RetrySettings
 from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
+from tidings.dispatch.protection.calls import report
 from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.protection.ratelimit import LocalRateLimiter
 from tidings.priorities import Priority
@@ -332,12 +333,13 @@ async def test_a_route_s_throttle_delays_its_delivery_and_never_pauses_the_accou
     limiter = LocalRateLimiter({"dc": 10.0}, burst_seconds=1, clock=clock)
     breaker = CircuitBreaker(clock=clock)
     protection = Protection(providers, breaker, limiter, {}, clock=clock)
-    report = protection.reporter("dc")
     for _ in range(10):
-        report(TransientError("429", retry_after=5.0, reason="rate_limited_route"))
+        report(
+            protection, "dc", TransientError("429", retry_after=5.0, reason="rate_limited_route")
+        )
     await asyncio.sleep(0)
     assert limiter.next_token_in("dc", Priority.HIGH) == 0
     assert breaker.allow("dc")
-    report(TransientError("429 global", retry_after=5.0, reason="rate_limited"))
+    report(protection, "dc", TransientError("429 global", retry_after=5.0, reason="rate_limited"))
     await asyncio.sleep(0.01)
     assert limiter.next_token_in("dc", Priority.HIGH) > 4

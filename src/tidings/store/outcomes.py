@@ -15,7 +15,7 @@ import json
 import operator
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any
@@ -61,6 +61,11 @@ class Outcome:
     effect_at: datetime | None = None
     event: str | None = None  # a delivery_event kind, for what the row cannot hold
     event_detail: dict[str, Any] | None = None
+    # How the attempt's provider call went, for the account's breaker and guard
+    # (dispatch/protection/calls.py); never written. ``called``: the call was made, and
+    # ``call_error`` is what it raised (None: the provider accepted the message).
+    called: bool = field(default=False, compare=False, repr=False)
+    call_error: BaseException | None = field(default=None, compare=False, repr=False)
 
     # The constructors of every outcome the pipeline decides, each naming its event: one
     # place to read what a delivery can end as (docs/architecture.md, Delivery state machine).

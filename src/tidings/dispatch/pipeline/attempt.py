@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -136,36 +136,21 @@ def _email_details(message: Message, kind: Mapping[str, Any], own: Mapping[str, 
     message.bcc = tuple(own.get("bcc") or ())
 
 
-# Told what the provider call did (None: it succeeded): the circuit breaker listens.
-Report = Callable[[BaseException | None], None]
-
-
-def _ignore(error: BaseException | None) -> None:
-    return None
-
-
-# The account's deactivation guard's verdict on an attempt's outcome
-# (dispatch/protection/guard_outcomes.judged).
-Judge = Callable[[Outcome], Awaitable[Outcome]]
-
-
 @dataclass(frozen=True)
 class Target:
     """Where one delivery goes: the provider, the account name its row records (else the
-    provider's own), who hears how the call went (the account's circuit breaker), and
-    whether an ambiguous outcome fails instead of being retried."""
+    provider's own), and whether an ambiguous outcome fails instead of being retried. How
+    the call went is recorded on the outcome (``called``, ``call_error``), for the account's
+    protection to hear (dispatch/protection/calls.py)."""
 
     provider: Provider
     account: str | None = None
-    report: Report = _ignore
     # The account's on_ambiguous is "fail": an ambiguous outcome is never retried.
     at_most_once: bool = False
     # For such an account: records that the call starts (dispatch/pipeline/send_starts.py),
     # so that a crash during the call ends the delivery ambiguous instead of sending it
     # again; refused (the start not recorded, the lease lost), the delivery is given back.
     begin: Begin | None = None
-    # Judges the deactivation an outcome would make, last of the attempt.
-    judge: Judge | None = None
 
 
 @dataclass(frozen=True)
@@ -199,8 +184,7 @@ class Sender:
         now: datetime,
         profile: UserProfile | None = None,
     ) -> Outcome:
-        """Render, then call the target's provider; the outcome, judged by the target's
-        deactivation guard when it has one."""
+        """Render, then call the target's provider; the outcome."""
         try:
             message, version = await self.composer.message(claimed, rules, profile)
         except RenderError as error:
@@ -208,7 +192,7 @@ class Sender:
         else:
             outcome = await self._send(claimed, message, rules, target, now)
             outcome.template_version = version
-        return outcome if target.judge is None else await target.judge(outcome)
+        return outcome
 
     async def _send(
         self,
@@ -226,27 +210,25 @@ class Sender:
                 async with self.deadlines.limit(self.send_timeout):
                     result = await target.provider.send(message)
         except ProviderError as error:
-            target.report(error)
             failure = Failure(error.kind, str(error), name, error.retry_after, error.ambiguous)
             outcome = self.after_failure(claimed, rules, now, failure, target.at_most_once)
             if error.effect is not None and outcome.status is Status.FAILED:
                 outcome.effect, outcome.effect_reason = error.effect, error.reason
                 outcome.effect_at = error.effect_at
-            return outcome
+            return _heard(outcome, error)
         except TimeoutError as error:
-            target.report(error)
             text = f"provider did not answer within {self.send_timeout:g}s"
             # The request may have reached the provider: whether it was sent is unknown.
             failure = Failure(FailureKind.TRANSIENT, text, name, ambiguous=True)
-            return self.after_failure(claimed, rules, now, failure, target.at_most_once)
-        except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
-            target.report(error)
-            text = f"provider error {type(error).__name__}: {error}"
-            return self.after_failure(
-                claimed, rules, now, Failure(FailureKind.TRANSIENT, text, name)
+            return _heard(
+                self.after_failure(claimed, rules, now, failure, target.at_most_once), error
             )
-        target.report(None)
-        return Outcome.sent(claimed, target.account or result.provider, result.provider_msg_id, now)
+        except Exception as error:  # an adapter bug must not kill the lane: retry, then FAILED
+            text = f"provider error {type(error).__name__}: {error}"
+            failure = Failure(FailureKind.TRANSIENT, text, name)
+            return _heard(self.after_failure(claimed, rules, now, failure), error)
+        sent = Outcome.sent(claimed, target.account or result.provider, result.provider_msg_id, now)
+        return _heard(sent, None)
 
     def after_failure(
         self,
@@ -275,3 +257,9 @@ class Sender:
             return Outcome.retry(claimed, decision.retry_at, error, provider, detail)
         assert decision.failure_kind is not None
         return Outcome.failed(claimed, decision.failure_kind, error, provider, detail)
+
+
+def _heard(outcome: Outcome, error: BaseException | None) -> Outcome:
+    """``outcome`` of a provider call that was made and raised ``error`` (None: accepted)."""
+    outcome.called, outcome.call_error = True, error
+    return outcome

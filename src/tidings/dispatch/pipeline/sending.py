@@ -24,8 +24,9 @@ from tidings.dispatch.pipeline.outcomes import OutcomeWriter
 from tidings.dispatch.pipeline.send_checks import SendTimeChecks
 from tidings.dispatch.pipeline.send_starts import SendStarts
 from tidings.dispatch.pipeline.types import TypeRulebook
+from tidings.dispatch.protection.calls import ProtectedCalls
 from tidings.dispatch.protection.deactivation_guard import HELD
-from tidings.dispatch.protection.guard_outcomes import held, judged
+from tidings.dispatch.protection.guard_outcomes import held
 from tidings.dispatch.protection.protection import Protection
 from tidings.dispatch.protection.redis_guards import Dedup, send_once
 from tidings.priorities import Channel, Priority
@@ -56,6 +57,8 @@ class LaneContext:
     checks: SendTimeChecks
     sender: Sender
     protection: Protection
+    # Each admitted send in its account's slot, and what its call did told to the account.
+    calls: ProtectedCalls
     cancelled: CancelledCampaigns
     dedup: Dedup
     # Start marks of at-most-once sends, group-committed across the dispatcher's lanes.
@@ -195,33 +198,25 @@ class SendPipeline:
         # task runs in a copy of the lane's context: this binds it for the send alone).
         logs.bind_lazily(lambda: {**delivery_fields(delivery), "account": account})
         context = self.context
-        protection = context.protection
+        providers = context.providers
+        recorded = providers.recorded_name(account)
         try:
             rules = context.types.rules(delivery.type)
-            providers = context.providers
-            recorded = providers.recorded_name(account)
             at_most_once = providers.at_most_once(account)
-            name = recorded or account
-            target = Target(
-                providers.providers[account],
-                recorded,
-                protection.reporter(account),
-                at_most_once,
-                context.starts.begin(delivery, name, self._started) if at_most_once else None,
-                partial(judged, protection.guard, context.db, delivery, account, rng=context.rng),
-            )
+            begin = None
+            if at_most_once:
+                begin = context.starts.begin(delivery, recorded or account, self._started)
+            target = Target(providers.providers[account], recorded, at_most_once, begin)
             attempt = partial(context.sender.attempt, delivery, rules, target, profile=profile)
-            async with protection.in_flight(account):
-                stopped = _stopped(context.cancelled, delivery)
-                if stopped is not None:
-                    # Cancelled or paused while this waited for its account's bulkhead.
-                    outcome = stopped
-                else:
-                    outcome = await send_once(context.dedup, delivery, attempt)
+            outcome = await context.calls.run(
+                delivery,
+                account,
+                partial(send_once, context.dedup, delivery, attempt),
+                partial(_stopped, context.cancelled, delivery),  # while it waited for a slot
+            )
         except asyncio.CancelledError:
             # Shut down mid-send: give the delivery back without counting the attempt,
             # unless an at-most-once provider call had started (perhaps sent).
-            protection.breaker.cancel(account)
             if delivery.id in self._started:
                 context.writer.put(Outcome.interrupted(delivery, recorded or account))
             else:

@@ -24,12 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidings.dispatch.protection.breaker import (
-    ROUTE_THROTTLE_REASONS,
-    BreakerSettings,
-    CircuitBreaker,
-    counts_against,
-)
+from tidings.dispatch.protection.breaker import BreakerSettings, CircuitBreaker
 from tidings.dispatch.protection.deactivation_guard import (
     HELD,
     DeactivationGuard,
@@ -46,7 +41,6 @@ from tidings.dispatch.protection.redis_guards import RedisSlots
 from tidings.dispatch.protection.routing import Admission, Defer, Target, admit
 from tidings.dispatch.protection.token_waits import TokenWaits
 from tidings.priorities import Category, Channel, Priority
-from tidings.providers.base import ProviderError
 from tidings.providers.chains import ProviderSet
 from tidings.store.claims import ClaimedDelivery
 
@@ -219,21 +213,8 @@ class Protection:
             found = self.bulkheads[account] = asyncio.Semaphore(100)
         return found
 
-    def reporter(self, account: str) -> Callable[[BaseException | None], None]:
-        """What a send tells the breaker and the deactivation guard, and, for a 429 with
-        Retry-After, the limiter."""
-
-        def report(error: BaseException | None) -> None:
-            self.breaker.record(account, error)
-            self.guard.record(account, error)
-            if (
-                isinstance(error, ProviderError)
-                and error.retry_after
-                and counts_against(error) is None
-                and error.reason not in ROUTE_THROTTLE_REASONS
-            ):
-                task = asyncio.create_task(self.limiter.pause(account, error.retry_after))
-                self._pauses.add(task)
-                task.add_done_callback(self._pauses.discard)
-
-        return report
+    def pause(self, account: str, seconds: float) -> None:
+        """No tokens for ``account`` for ``seconds`` (its provider's Retry-After)."""
+        task = asyncio.create_task(self.limiter.pause(account, seconds))
+        self._pauses.add(task)
+        task.add_done_callback(self._pauses.discard)
