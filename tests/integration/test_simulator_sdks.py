@@ -115,7 +115,8 @@ async def test_twilio_whatsapp_content_template_and_the_window(sim: Simulator) -
     """The WhatsApp sender through twilio's client: an approved Content template is
     delivered; free text is created, then failed 63016 while the user has not written, and
     delivered once they have (within the 24-hour window); a ContentSid the account does not
-    have, or a From that is no WhatsApp sender, is refused at once."""
+    have, a From that is no WhatsApp sender, or a Body over 1,600 characters is refused at
+    once."""
     from twilio.base.exceptions import TwilioRestException
 
     client = twilio_client(sim)
@@ -142,6 +143,7 @@ async def test_twilio_whatsapp_content_template_and_the_window(sim: Simulator) -
         ({"content_sid": "HX" + "f" * 32}, 21655),
         ({"content_sid": CONTENT, "content_variables": "not json"}, 21656),
         ({"body": "hi", "from_": "whatsapp:+15005550006"}, 63007),
+        ({"body": "x" * 1601}, 21617),
     ):
         with pytest.raises(TwilioRestException) as raised:
             await blocking(lambda f=fields: create(**f))  # type: ignore[misc]

@@ -4,12 +4,13 @@ As Twilio documents it (Messages resource; "Send WhatsApp messages with Content
 templates"; the error dictionary): ``From`` must be ``whatsapp:`` and one of the account's
 WhatsApp senders (63007 otherwise, at once); an approved template is ``ContentSid`` (HX…,
 21655 when unknown) with ``ContentVariables``, a JSON object of strings (21656 when not;
-21654 without a ContentSid); free text is ``Body``. Twilio accepts the message (201) and
-then fails it in the status callback when WhatsApp refuses it: free text outside the
-24-hour window that a user's message opens (63016), a template with the wrong number of
-variables (63028). Otherwise ``sent``, ``delivered`` and, when the behaviour reports it,
-``read``. A user writing in (``user_writes``) opens the window and is posted to the
-account's incoming-message URL, signed like every callback."""
+21654 without a ContentSid); free text is ``Body`` (at most 1,600 characters, 21617, as
+for SMS). Twilio accepts the message (201) and then fails it in the status callback when
+WhatsApp refuses it: free text outside the 24-hour window that a user's message opens
+(63016), a template with the wrong number of variables (63028). Otherwise ``sent``,
+``delivered`` and, when the behaviour reports it, ``read``. A user writing in
+(``user_writes``) opens the window and is posted to the account's incoming-message URL,
+signed like every callback."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tidings.simulator.twilio.reports import API_VERSION, TwilioReports
 
 PREFIX = "whatsapp:"
 WINDOW_SECONDS = 24 * 3600
+MAX_BODY = 1600  # characters of Body, on every channel (the Messages resource)
 
 
 class TwilioWhatsApp:
@@ -46,7 +48,10 @@ class TwilioWhatsApp:
             return 21654
         sid = form.get("ContentSid")
         if sid is None:
-            return None if form.get("Body") else 21602
+            body = form.get("Body", "")
+            if not body:
+                return 21602
+            return 21617 if len(body) > MAX_BODY else None  # as for SMS: Body's own limit
         if sid not in self.contents:
             return 21655
         if _variables(form.get("ContentVariables")) is None:
