@@ -58,6 +58,7 @@ TYPES = {
 IN_PROGRESS = ("PENDING", "QUEUED", "SENDING")
 # A worker that takes longer than this to stop on SIGTERM is noted (the trial saw 12 s+).
 SLOW_STOP_SECONDS = 12.0
+ANSWER_WITHIN = 180.0  # seconds a batch may go unanswered (outages last at most 20 s)
 
 
 @dataclass
@@ -317,7 +318,14 @@ class FaultFleet:
                 await asyncio.sleep(pause)
 
     async def _post_until_answered(self, client: httpx.AsyncClient, body: dict[str, Any]) -> None:
+        # Longer than any outage of a schedule: an API that never answers again (it exits at
+        # start) fails the run with its logs instead of holding it for good.
+        deadline = time.monotonic() + ANSWER_WITHIN
         while True:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the API answered nothing for {ANSWER_WITHIN}s\n{self.logs()}"
+                )
             try:
                 answer = await client.post("/v1/notifications/batch", json=body)
             except httpx.TransportError:
